@@ -1,0 +1,118 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// usageError marks bad input: it exits with status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func badInput(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"testnet": {"run a local mesh of real libp2p nodes on one machine and report how it trained", runTestnet},
+	}
+}
+
+// Main runs the command line and returns the process exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "sketchmesh: unknown command %q (run 'sketchmesh help')\n", args[0])
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := c.run(ctx, args[1:], stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "sketchmesh %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "sketchmesh %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "sketchmesh: a peer-to-peer training mesh over libp2p")
+	fmt.Fprintln(w, "\nUsage: sketchmesh COMMAND [flags]   (sketchmesh COMMAND -h lists a command's flags)")
+	fmt.Fprintln(w, "\nCommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
+	}
+}
+
+// parseFlags parses args into fs, turning flag errors into bad input and
+// refusing stray positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return badInput("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// newLogger returns the logger of a command: text on stderr at the level given.
+func newLogger(stderr io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, badInput("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// oneOf checks that v is among allowed.
+func oneOf(flagName, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return badInput("--%s %q: want one of %s", flagName, v, strings.Join(allowed, ", "))
+}

@@ -1,0 +1,138 @@
+package cmd
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runMain(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = Main(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestTestnetJSONReport(t *testing.T) {
+	code, out, errOut := runMain("testnet", "--nodes", "3", "--iterations", "10", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, out)
+	}
+	for _, field := range []string{"nodes", "model", "dataset", "iterations", "wall_seconds", "final_test_loss",
+		"final_test_accuracy", "bytes_sent_total", "bytes_sent_per_node_per_iteration", "per_node", "codec", "compression_ratio"} {
+		if _, ok := rep[field]; !ok {
+			t.Errorf("report lacks %q", field)
+		}
+	}
+	if rep["nodes"].(float64) != 3 || rep["iterations"].(float64) != 10 || rep["dataset"] != "rcv1.train" {
+		t.Errorf("report = nodes %v iterations %v dataset %v", rep["nodes"], rep["iterations"], rep["dataset"])
+	}
+	perNode := rep["per_node"].([]any)
+	if len(perNode) != 3 {
+		t.Fatalf("per_node has %d entries", len(perNode))
+	}
+	if _, ok := perNode[0].(map[string]any)["test_accuracy"]; !ok {
+		t.Error("per_node entry lacks test_accuracy")
+	}
+	if !strings.Contains(errOut, "iter   10/10") {
+		t.Errorf("no progress line on stderr:\n%s", errOut)
+	}
+}
+
+func TestTestnetTable(t *testing.T) {
+	code, out, errOut := runMain("testnet", "--nodes", "2", "--iterations", "5", "--data", "a9a")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"test acc", "2 nodes, lr, a9a.train", "final test accuracy"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestTestnetHoldsOutTestRowsFromAFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.libsvm.gz")
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	for i := 0; i < 50; i++ {
+		if i%2 == 0 {
+			zw.Write([]byte("+1 1:1 3:0.5\n"))
+		} else {
+			zw.Write([]byte("-1 2:1 3:-0.5\n"))
+		}
+	}
+	zw.Close()
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runMain("testnet", "--nodes", "2", "--iterations", "20", "--data", path, "--json", "--optimizer", "sgd", "--lr", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		TestDataset string  `json:"test_dataset"`
+		Accuracy    float64 `json:"final_test_accuracy"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.TestDataset, "held out") || rep.Accuracy != 1 {
+		t.Fatalf("test set %q, accuracy %v; want a held-out split learned perfectly", rep.TestDataset, rep.Accuracy)
+	}
+}
+
+// Bad input: one line on stderr naming the cause, exit 2, nothing on stdout.
+func TestTestnetBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.libsvm")
+	if err := os.WriteFile(bad, []byte("+1 1:1\n-1 2:x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", "tree"}, `--model "tree"`},
+		{[]string{"--optimizer", "lbfgs"}, `--optimizer "lbfgs"`},
+		{[]string{"--codec", "nope"}, `--codec "nope"`},
+		{[]string{"--nodes", "0"}, "--nodes 0"},
+		{[]string{"--lr", "-1"}, "--lr -1"},
+		{[]string{"--batch", "2.5"}, "--batch 2.5"},
+		{[]string{"--iterations", "0"}, "--iterations 0"},
+		{[]string{"--data", filepath.Join(dir, "missing.libsvm")}, "missing.libsvm"},
+		{[]string{"--data", bad}, "bad.libsvm:2"},
+		{[]string{"--nodes", "abc"}, "invalid value"},
+		{[]string{"--frobnicate"}, "not defined"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, c := range cases {
+		code, out, errOut := runMain(append([]string{"testnet"}, c.args...)...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, code, errOut)
+		}
+		if out != "" {
+			t.Errorf("%v: wrote to stdout: %q", c.args, out)
+		}
+		if !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: stderr %q does not name %q", c.args, errOut, c.want)
+		}
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	if code, _, errOut := runMain("frob"); code != 2 || !strings.Contains(errOut, `unknown command "frob"`) {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runMain(); code != 2 || !strings.Contains(errOut, "testnet") {
+		t.Fatalf("no-argument usage: exit %d, stderr %q", code, errOut)
+	}
+}

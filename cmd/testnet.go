@@ -1,0 +1,226 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/testnet"
+)
+
+// testnetFlags are the flags of the testnet command.
+type testnetFlags struct {
+	nodes         int
+	data          string
+	testData      string
+	model         string
+	optimizer     string
+	lr            float64
+	l2            float64
+	batch         float64
+	iterations    int
+	seed          uint64
+	codec         string
+	errorFeedback bool
+	staleness     int
+	evalEvery     int
+	json          bool
+	logLevel      string
+}
+
+func (f *testnetFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.nodes, "nodes", 4, "number of nodes, each a libp2p host on 127.0.0.1 (1-256)")
+	fs.StringVar(&f.data, "data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
+	fs.StringVar(&f.testData, "test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
+	fs.StringVar(&f.model, "model", "lr", "model: lr (logistic regression), svm (linear SVM), linear (least squares) or softmax (multinomial logistic regression)")
+	fs.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: sgd or adam")
+	fs.Float64Var(&f.lr, "lr", 0.01, "learning rate (> 0)")
+	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength (>= 0)")
+	fs.Float64Var(&f.batch, "batch", 0.1, "mini-batch per node: a fraction of its shard when below 1, else a row count")
+	fs.IntVar(&f.iterations, "iterations", 100, "iterations each node runs (>= 1)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed for the shuffle, the shards and mini-batch sampling")
+	fs.StringVar(&f.codec, "codec", "raw", "update codec: "+strings.Join(codec.Names(), ", "))
+	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update")
+	fs.IntVar(&f.staleness, "staleness", 0, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
+	fs.IntVar(&f.evalEvery, "eval-every", 0, "iterations between progress lines (0 = about 10 lines per run)")
+	fs.BoolVar(&f.json, "json", false, "print one JSON report on stdout instead of the table")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+}
+
+// config validates the flags and loads the data.
+func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
+	var cfg testnet.Config
+	if err := oneOf("model", f.model, "lr", "svm", "linear", "softmax"); err != nil {
+		return cfg, err
+	}
+	if err := oneOf("optimizer", f.optimizer, "sgd", "adam"); err != nil {
+		return cfg, err
+	}
+	if err := oneOf("codec", f.codec, codec.Names()...); err != nil {
+		return cfg, err
+	}
+	switch {
+	case f.nodes < 1 || f.nodes > 256:
+		return cfg, badInput("--nodes %d: want 1 to 256", f.nodes)
+	case !(f.lr > 0) || math.IsInf(f.lr, 0):
+		return cfg, badInput("--lr %v: want a finite value > 0", f.lr)
+	case !(f.l2 >= 0) || math.IsInf(f.l2, 0):
+		return cfg, badInput("--l2 %v: want a finite value >= 0", f.l2)
+	case !(f.batch > 0) || math.IsInf(f.batch, 0) || (f.batch > 1 && f.batch != math.Trunc(f.batch)):
+		return cfg, badInput("--batch %v: want a fraction in (0,1] or a whole row count", f.batch)
+	case f.iterations < 1:
+		return cfg, badInput("--iterations %d: want >= 1", f.iterations)
+	case f.staleness < 0:
+		return cfg, badInput("--staleness %d: want >= 0", f.staleness)
+	case f.evalEvery < 0:
+		return cfg, badInput("--eval-every %d: want >= 0", f.evalEvery)
+	}
+	logger, err := newLogger(stderr, f.logLevel)
+	if err != nil {
+		return cfg, err
+	}
+	train, test, err := loadData(f.data, f.testData, f.seed)
+	if err != nil {
+		return cfg, err
+	}
+	if len(train.Rows) < f.nodes {
+		return cfg, badInput("--nodes %d: %s has only %d training rows", f.nodes, train.Name, len(train.Rows))
+	}
+	cfg = testnet.Config{
+		Nodes:         f.nodes,
+		Train:         train,
+		Test:          test,
+		Model:         model.Kind(f.model),
+		Optimizer:     model.OptimizerKind(f.optimizer),
+		LR:            f.lr,
+		L2:            f.l2,
+		Batch:         f.batch,
+		Iterations:    f.iterations,
+		Seed:          f.seed,
+		Codec:         f.codec,
+		ErrorFeedback: f.errorFeedback,
+		Staleness:     f.staleness,
+		EvalEvery:     f.evalEvery,
+		Logger:        logger,
+	}
+	if _, err := testnet.NewModel(cfg.Model, cfg.L2, train); err != nil {
+		return cfg, usageError{err}
+	}
+	return cfg, nil
+}
+
+// loadData resolves --data and --test-data: a built-in name brings its own
+// test split; a file without --test-data holds out a seeded 20%.
+func loadData(data, testData string, seed uint64) (train, test *dataset.Dataset, err error) {
+	if testData == "" {
+		if tr, te, berr := dataset.Builtin(data); berr == nil {
+			return tr, te, nil
+		}
+	}
+	train, err = dataset.Load(data)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("--data: %w", err)}
+	}
+	if testData == "" {
+		return holdOut(train, seed)
+	}
+	test, err = dataset.Load(testData)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("--test-data: %w", err)}
+	}
+	return train, test, nil
+}
+
+// holdOut splits off a seeded fifth of d as test data.
+func holdOut(d *dataset.Dataset, seed uint64) (train, test *dataset.Dataset, err error) {
+	if len(d.Rows) < 2 {
+		return nil, nil, badInput("--data: %s has %d rows, too few to hold out test rows; give --test-data", d.Name, len(d.Rows))
+	}
+	s := d.Shuffled(int64(seed))
+	cut := max(1, len(s.Rows)/5)
+	test = &dataset.Dataset{Name: d.Name + " (20% held out)", Rows: s.Rows[:cut], MaxFeature: d.MaxFeature}
+	train = &dataset.Dataset{Name: d.Name + " (80%)", Rows: s.Rows[cut:], MaxFeature: d.MaxFeature}
+	return train, test, nil
+}
+
+func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("testnet", flag.ContinueOnError)
+	var f testnetFlags
+	f.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sketchmesh testnet [flags]\n\nRuns a local mesh of real libp2p nodes (TCP, Noise, yamux on 127.0.0.1), each training on its own shard, and reports the result.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	cfg, err := f.config(stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s, codec %s, %d iterations\n",
+		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.Codec, cfg.Iterations)
+	cfg.Progress = func(p testnet.Progress) { printProgress(stderr, cfg.Iterations, p) }
+	rep, err := testnet.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printSummary(stdout, rep)
+	return nil
+}
+
+func printProgress(w io.Writer, total int, p testnet.Progress) {
+	acc := ""
+	if !math.IsNaN(p.TestAccuracy) {
+		acc = fmt.Sprintf("  test_acc %6.2f%%", 100*p.TestAccuracy)
+	}
+	fmt.Fprintf(w, "iter %4d/%d  train_loss %.4f  test_loss %.4f%s  sent %s  %.1fs\n",
+		p.Iteration, total, p.TrainLoss, p.TestLoss, acc, humanBytes(float64(p.BytesSent)), p.Elapsed.Seconds())
+}
+
+func printSummary(w io.Writer, r *testnet.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "node\ttrain rows\ttest acc\ttest loss\tsent\tmessages\tblocked\t")
+	for i, n := range r.PerNode {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%.4f\t%s\t%d\t%.2fs\t\n", i, n.TrainRows, pct(n.TestAccuracy), n.TestLoss, humanBytes(float64(n.BytesSent)), n.MessagesSent, n.BlockedSeconds)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\n%d nodes, %s, %s, codec %s, %d iterations in %.2fs\n", r.Nodes, r.Model, r.Dataset, r.Codec, r.Iterations, r.WallSeconds)
+	fmt.Fprintf(w, "final test accuracy %s, test loss %.4f (mean over nodes)\n", pct(r.FinalTestAccuracy), r.FinalTestLoss)
+	fmt.Fprintf(w, "sent %s in all, %s per node per iteration; views identical: %v\n",
+		humanBytes(float64(r.BytesSentTotal)), humanBytes(r.BytesSentPerNodePerIteration), r.ViewsIdentical)
+}
+
+func pct(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f%%", 100**v)
+}
+
+// humanBytes formats a byte count with a binary unit.
+func humanBytes(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f %s", b, units[i])
+	}
+	return fmt.Sprintf("%.2f %s", b, units[i])
+}

@@ -1,0 +1,406 @@
+package mesh
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/sketchmesh/sketchmesh/node"
+)
+
+// UpdateProtocol is the libp2p protocol id of the update stream.
+const UpdateProtocol = protocol.ID("/sketchmesh/update/1")
+
+// lengthPrefix is the size of a message's length header on a stream.
+const lengthPrefix = 4
+
+// Inbound is a message that arrived from a peer.
+type Inbound struct {
+	From string
+	Data []byte
+}
+
+// Transport is what Run needs from the network: non-blocking sends to a
+// member, a channel of arrivals, and a way to wait until sends are out.
+type Transport interface {
+	Send(to string, data []byte)
+	Inbox() <-chan Inbound
+	Flush(ctx context.Context) error
+}
+
+// HostConfig configures a Host.
+type HostConfig struct {
+	// ListenAddrs are multiaddrs to listen on, such as /ip4/127.0.0.1/tcp/0.
+	ListenAddrs []string
+	// Key is the host's identity; nil generates a fresh Ed25519 key.
+	Key crypto.PrivKey
+	// Logger receives the host's logs; nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+// TrafficStats counts what a host put on and took off its update streams,
+// length prefixes included.
+type TrafficStats struct {
+	BytesSent        uint64
+	MessagesSent     uint64
+	BytesReceived    uint64
+	MessagesReceived uint64
+	SendFailures     uint64
+	BadStreams       uint64
+}
+
+// Host is a libp2p host speaking the update protocol.
+type Host struct {
+	h     host.Host
+	log   *slog.Logger
+	inbox chan Inbound
+
+	mu      sync.Mutex
+	senders map[peer.ID]*sender
+	closed  bool
+	wg      sync.WaitGroup
+	// shutdown is closed by Close, releasing stream readers blocked on inbox.
+	shutdown chan struct{}
+
+	bytesSent, msgsSent, bytesRecv, msgsRecv, sendFailures, badStreams atomic.Uint64
+}
+
+// NewHost starts a libp2p host with TCP, Noise and yamux that listens on
+// cfg.ListenAddrs and serves the update protocol.
+func NewHost(cfg HostConfig) (*Host, error) {
+	key := cfg.Key
+	if key == nil {
+		var err error
+		key, _, err = crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			return nil, fmt.Errorf("generate host key: %w", err)
+		}
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	h, err := libp2p.New(
+		libp2p.Identity(key),
+		libp2p.ListenAddrStrings(cfg.ListenAddrs...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.DisableRelay(),
+		libp2p.DisableMetrics(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("start libp2p host on %v: %w", cfg.ListenAddrs, err)
+	}
+	return newHost(h, logger), nil
+}
+
+// Wrap serves the update protocol on an existing libp2p host, such as one
+// on an emulated network.
+func Wrap(h host.Host, logger *slog.Logger) *Host {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return newHost(h, logger)
+}
+
+func newHost(h host.Host, logger *slog.Logger) *Host {
+	mh := &Host{
+		h:        h,
+		log:      logger.With("peer", shortID(h.ID())),
+		inbox:    make(chan Inbound, 1024),
+		senders:  map[peer.ID]*sender{},
+		shutdown: make(chan struct{}),
+	}
+	h.SetStreamHandler(UpdateProtocol, mh.handleStream)
+	return mh
+}
+
+// ID returns the host's peer id as a member id.
+func (m *Host) ID() string { return m.h.ID().String() }
+
+// Libp2p returns the underlying libp2p host.
+func (m *Host) Libp2p() host.Host { return m.h }
+
+// Addrs returns the host's full multiaddrs, /p2p/ id included: the strings
+// other nodes dial.
+func (m *Host) Addrs() []ma.Multiaddr {
+	addrs, err := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: m.h.ID(), Addrs: m.h.Addrs()})
+	if err != nil {
+		return nil
+	}
+	return addrs
+}
+
+// Connect dials a peer.
+func (m *Host) Connect(ctx context.Context, info peer.AddrInfo) error {
+	if err := m.h.Connect(ctx, info); err != nil {
+		return fmt.Errorf("connect to %s: %w", info.ID, err)
+	}
+	return nil
+}
+
+// Inbox implements Transport.
+func (m *Host) Inbox() <-chan Inbound { return m.inbox }
+
+// Traffic returns the host's traffic counters.
+func (m *Host) Traffic() TrafficStats {
+	return TrafficStats{
+		BytesSent:        m.bytesSent.Load(),
+		MessagesSent:     m.msgsSent.Load(),
+		BytesReceived:    m.bytesRecv.Load(),
+		MessagesReceived: m.msgsRecv.Load(),
+		SendFailures:     m.sendFailures.Load(),
+		BadStreams:       m.badStreams.Load(),
+	}
+}
+
+// Send implements Transport: it queues data for member to and returns at once.
+func (m *Host) Send(to string, data []byte) {
+	pid, err := peer.Decode(to)
+	if err != nil {
+		m.log.Error("send to invalid peer id", "to", to, "err", err)
+		m.sendFailures.Add(1)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	s := m.senders[pid]
+	if s == nil {
+		s = &sender{host: m, to: pid, wake: make(chan struct{}, 1)}
+		m.senders[pid] = s
+		m.wg.Add(1)
+		go s.loop()
+	}
+	s.push(data)
+}
+
+// Flush implements Transport: it waits until every queued message has been
+// written or has failed.
+func (m *Host) Flush(ctx context.Context) error {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m.mu.Lock()
+		busy := false
+		for _, s := range m.senders {
+			if s.busy() {
+				busy = true
+				break
+			}
+		}
+		m.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("flush sends: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Close stops the senders and the libp2p host.
+func (m *Host) Close() error {
+	m.mu.Lock()
+	if !m.closed {
+		close(m.shutdown)
+	}
+	m.closed = true
+	for _, s := range m.senders {
+		s.stop()
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	return m.h.Close()
+}
+
+func (m *Host) handleStream(s network.Stream) {
+	from := s.Conn().RemotePeer()
+	r := bufio.NewReader(s)
+	for {
+		data, err := readMessage(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				m.badStreams.Add(1)
+				m.log.Debug("update stream closed", "from", shortID(from), "err", err)
+				_ = s.Reset()
+				return
+			}
+			_ = s.Close()
+			return
+		}
+		m.bytesRecv.Add(uint64(len(data) + lengthPrefix))
+		m.msgsRecv.Add(1)
+		select {
+		case m.inbox <- Inbound{From: from.String(), Data: data}:
+		case <-m.shutdown:
+			_ = s.Reset()
+			return
+		}
+	}
+}
+
+// errTooLarge is returned for a message length above the envelope limit.
+var errTooLarge = errors.New("message too large")
+
+// readMessage reads one length-prefixed message, checking the length before
+// it allocates.
+func readMessage(r io.Reader) ([]byte, error) {
+	var hdr [lengthPrefix]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > node.MaxEnvelopeBytes {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, n, node.MaxEnvelopeBytes)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("read %d-byte message: %w", n, io.ErrUnexpectedEOF)
+	}
+	return data, nil
+}
+
+func writeMessage(w io.Writer, data []byte) error {
+	var hdr [lengthPrefix]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(data)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(data)
+	return err
+}
+
+// sender owns the outbound stream to one peer and drains its queue in order.
+type sender struct {
+	host *Host
+	to   peer.ID
+	wake chan struct{}
+
+	mu      sync.Mutex
+	queue   [][]byte
+	writing bool
+	done    bool
+}
+
+func (s *sender) push(data []byte) {
+	s.mu.Lock()
+	s.queue = append(s.queue, data)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sender) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0 || s.writing
+}
+
+func (s *sender) stop() {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sender) loop() {
+	defer s.host.wg.Done()
+	var stream network.Stream
+	defer func() {
+		if stream != nil {
+			_ = stream.Close()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		if s.done {
+			s.queue = nil
+			s.mu.Unlock()
+			return
+		}
+		batch := s.queue
+		s.queue = nil
+		s.writing = len(batch) > 0
+		s.mu.Unlock()
+		if len(batch) == 0 {
+			<-s.wake
+			continue
+		}
+		for _, data := range batch {
+			var err error
+			stream, err = s.write(stream, data)
+			if err != nil {
+				s.host.sendFailures.Add(1)
+				s.host.log.Warn("update not delivered", "to", shortID(s.to), "bytes", len(data), "err", err)
+			}
+		}
+		s.mu.Lock()
+		s.writing = false
+		s.mu.Unlock()
+	}
+}
+
+// write sends one message, opening the stream if needed and retrying once on
+// a fresh stream if the old one failed.
+func (s *sender) write(stream network.Stream, data []byte) (network.Stream, error) {
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		if stream == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			st, err := s.host.h.NewStream(ctx, s.to, UpdateProtocol)
+			cancel()
+			if err != nil {
+				lastErr = fmt.Errorf("open stream: %w", err)
+				continue
+			}
+			stream = st
+		}
+		if err := writeMessage(stream, data); err != nil {
+			_ = stream.Reset()
+			stream = nil
+			lastErr = fmt.Errorf("write: %w", err)
+			continue
+		}
+		s.host.bytesSent.Add(uint64(len(data) + lengthPrefix))
+		s.host.msgsSent.Add(1)
+		return stream, nil
+	}
+	return nil, lastErr
+}
+
+func shortID(id peer.ID) string {
+	s := id.String()
+	if len(s) > 8 {
+		return s[len(s)-8:]
+	}
+	return s
+}

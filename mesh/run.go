@@ -1,0 +1,77 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sketchmesh/sketchmesh/node"
+)
+
+// Hooks let a caller observe a running node without owning it. They run on
+// the loop goroutine, between events, so they may read the core freely but
+// must return quickly.
+type Hooks struct {
+	// AfterTrain runs after every local iteration.
+	AfterTrain func(n *node.Node)
+}
+
+// RunStats describe one run of the loop.
+type RunStats struct {
+	// Blocked is the time spent with the staleness gate closed, waiting for
+	// peers' updates.
+	Blocked time.Duration
+	// Wall is the time from start to return.
+	Wall time.Duration
+}
+
+// Run drives n over t until n is done (all iterations run and every live
+// member's updates in), the context ends, or training fails. Arrivals are
+// handled before each iteration so relays forward promptly.
+func Run(ctx context.Context, n *node.Node, t Transport, hooks Hooks) (RunStats, error) {
+	start := time.Now()
+	var st RunStats
+	inbox := t.Inbox()
+	send := func() {
+		for _, m := range n.Ready().Messages {
+			t.Send(m.To, m.Data)
+		}
+	}
+	for {
+		for drained := false; !drained; {
+			select {
+			case m := <-inbox:
+				n.Receive(m.From, m.Data)
+			default:
+				drained = true
+			}
+		}
+		send()
+		if n.Done() {
+			err := t.Flush(ctx)
+			st.Wall = time.Since(start)
+			return st, err
+		}
+		if n.CanTrain() {
+			if err := n.Train(); err != nil {
+				st.Wall = time.Since(start)
+				return st, fmt.Errorf("train: %w", err)
+			}
+			if hooks.AfterTrain != nil {
+				hooks.AfterTrain(n)
+			}
+			continue
+		}
+		waitStart := time.Now()
+		select {
+		case m := <-inbox:
+			n.Receive(m.From, m.Data)
+		case <-ctx.Done():
+			st.Wall = time.Since(start)
+			return st, fmt.Errorf("node %s at clock %d: %w", n.ID(), n.Clock(), ctx.Err())
+		}
+		if n.Clock() < n.Config().Iterations {
+			st.Blocked += time.Since(waitStart)
+		}
+	}
+}

@@ -1,0 +1,312 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/sketchmesh/sketchmesh/dataset"
+)
+
+// Kind names a model.
+type Kind string
+
+// The models sketchmesh trains.
+const (
+	LogisticRegression Kind = "lr"
+	LinearSVM          Kind = "svm"
+	LinearRegression   Kind = "linear"
+	Softmax            Kind = "softmax"
+)
+
+// Kinds lists the model names a user may select.
+func Kinds() []Kind { return []Kind{LogisticRegression, LinearSVM, LinearRegression, Softmax} }
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("invalid model configuration")
+
+// Config defines a model. Every node of a mesh must use the same Config.
+type Config struct {
+	Kind Kind
+	// MaxFeature is the largest feature id the model has a weight for
+	// (the dimension D). Features above it are ignored.
+	MaxFeature uint64
+	// Classes are the label values of a softmax model, ascending; the class
+	// index of a label is its position here. Unused by other models.
+	Classes []float64
+	// L2 is the L2 regularisation strength (added as L2·w to the gradient).
+	L2 float64
+}
+
+// Model is an immutable model definition with its gradient and evaluation.
+type Model struct {
+	cfg    Config
+	blocks int
+	stride uint64
+}
+
+// New validates cfg and returns the model.
+func New(cfg Config) (*Model, error) {
+	switch cfg.Kind {
+	case LogisticRegression, LinearSVM, LinearRegression, Softmax:
+	default:
+		return nil, fmt.Errorf("%w: unknown model %q (known: lr, svm, linear, softmax)", ErrConfig, cfg.Kind)
+	}
+	if cfg.MaxFeature == 0 {
+		return nil, fmt.Errorf("%w: the data has no features", ErrConfig)
+	}
+	if cfg.L2 < 0 || math.IsNaN(cfg.L2) || math.IsInf(cfg.L2, 0) {
+		return nil, fmt.Errorf("%w: l2 must be a finite value >= 0, got %v", ErrConfig, cfg.L2)
+	}
+	blocks := 1
+	if cfg.Kind == Softmax {
+		if len(cfg.Classes) < 2 {
+			return nil, fmt.Errorf("%w: softmax needs at least 2 classes, the data has %d", ErrConfig, len(cfg.Classes))
+		}
+		if !sort.Float64sAreSorted(cfg.Classes) {
+			return nil, fmt.Errorf("%w: classes must be sorted", ErrConfig)
+		}
+		blocks = len(cfg.Classes)
+	}
+	stride := cfg.MaxFeature + 1
+	const maxParams = 1 << 31
+	if stride > maxParams/uint64(blocks) {
+		return nil, fmt.Errorf("%w: %d classes × %d features exceeds %d parameters", ErrConfig, blocks, cfg.MaxFeature, maxParams)
+	}
+	cfg.Classes = slices.Clone(cfg.Classes)
+	return &Model{cfg: cfg, blocks: blocks, stride: stride}, nil
+}
+
+// Config returns the model's definition.
+func (m *Model) Config() Config { return m.cfg }
+
+// NumParams is the length of the parameter view.
+func (m *Model) NumParams() int { return m.blocks * int(m.stride) }
+
+// HasAccuracy reports whether the model is a classifier.
+func (m *Model) HasAccuracy() bool { return m.cfg.Kind != LinearRegression }
+
+// Metrics summarise a model on a data set.
+type Metrics struct {
+	Loss     float64 // mean loss per row, without the L2 term
+	Accuracy float64 // fraction classified correctly; NaN for regression
+	Rows     int
+}
+
+// Gradient is a sparse gradient: Keys ascending, Values aligned.
+type Gradient struct {
+	Keys   []uint64
+	Values []float64
+}
+
+// Scratch holds reusable buffers for Gradient, so a training loop allocates
+// little. The zero value is ready to use; it is not safe for concurrent use.
+type Scratch struct {
+	dense   []float64
+	touched []bool
+	keys    []uint64
+	scores  []float64
+}
+
+func (s *Scratch) ensure(n, blocks int) {
+	if len(s.dense) != n {
+		s.dense = make([]float64, n)
+		s.touched = make([]bool, n)
+	}
+	if len(s.scores) != blocks {
+		s.scores = make([]float64, blocks)
+	}
+	s.keys = s.keys[:0]
+}
+
+func (s *Scratch) add(k uint64, v float64) {
+	if !s.touched[k] {
+		s.touched[k] = true
+		s.keys = append(s.keys, k)
+	}
+	s.dense[k] += v
+}
+
+// dot is the score of row r against block b of w.
+func (m *Model) dot(w []float64, b int, r *dataset.Row) float64 {
+	base := uint64(b) * m.stride
+	z := w[base]
+	for i, k := range r.Keys {
+		if k > m.cfg.MaxFeature {
+			break
+		}
+		z += w[base+k] * float64(r.Values[i])
+	}
+	return z
+}
+
+// binaryTarget maps a LIBSVM label to {0,1}: positive labels are class 1,
+// zero and negative labels class 0, which accepts both ±1 and 0/1 files.
+func binaryTarget(label float64) float64 {
+	if label > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (m *Model) classOf(label float64) int {
+	i, ok := slices.BinarySearch(m.cfg.Classes, label)
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// rowLoss returns the loss of one row and fills dz with the derivative of
+// the loss with respect to each block's score.
+func (m *Model) rowLoss(w []float64, r *dataset.Row, scores, dz []float64) float64 {
+	switch m.cfg.Kind {
+	case LogisticRegression:
+		z := m.dot(w, 0, r)
+		y := binaryTarget(r.Label)
+		p := sigmoid(z)
+		dz[0] = p - y
+		// log(1+e^z) - y z, computed without overflow.
+		return softplus(z) - y*z
+	case LinearSVM:
+		z := m.dot(w, 0, r)
+		y := 2*binaryTarget(r.Label) - 1
+		if y*z < 1 {
+			dz[0] = -y
+			return 1 - y*z
+		}
+		dz[0] = 0
+		return 0
+	case LinearRegression:
+		d := m.dot(w, 0, r) - r.Label
+		dz[0] = d
+		return d * d / 2
+	default:
+		for c := range scores {
+			scores[c] = m.dot(w, c, r)
+		}
+		y := m.classOf(r.Label)
+		lse := logSumExp(scores)
+		for c := range scores {
+			dz[c] = math.Exp(scores[c] - lse)
+		}
+		if y < 0 {
+			// A label the model has no class for contributes no gradient.
+			clear(dz)
+			return 0
+		}
+		dz[y]--
+		return lse - scores[y]
+	}
+}
+
+// Gradient returns the mean gradient over rows of the regularised loss at w,
+// and the mean loss (without the L2 term). The returned slices alias s and
+// are valid until the next call with the same Scratch.
+func (m *Model) Gradient(w []float64, rows []dataset.Row, s *Scratch) (Gradient, float64) {
+	if len(rows) == 0 {
+		return Gradient{}, 0
+	}
+	s.ensure(m.NumParams(), m.blocks)
+	dz := make([]float64, m.blocks)
+	inv := 1 / float64(len(rows))
+	var loss float64
+	for i := range rows {
+		r := &rows[i]
+		loss += m.rowLoss(w, r, s.scores, dz)
+		for b, d := range dz {
+			if d == 0 {
+				continue
+			}
+			base := uint64(b) * m.stride
+			s.add(base, d*inv)
+			for j, k := range r.Keys {
+				if k > m.cfg.MaxFeature {
+					break
+				}
+				s.add(base+k, d*inv*float64(r.Values[j]))
+			}
+		}
+	}
+	slices.Sort(s.keys)
+	g := Gradient{Keys: s.keys, Values: make([]float64, len(s.keys))}
+	for i, k := range s.keys {
+		v := s.dense[k]
+		if m.cfg.L2 > 0 && k%m.stride != 0 {
+			v += m.cfg.L2 * w[k]
+		}
+		g.Values[i] = v
+		s.dense[k] = 0
+		s.touched[k] = false
+	}
+	return g, loss * inv
+}
+
+// Evaluate returns the mean loss and accuracy of w on rows.
+func (m *Model) Evaluate(w []float64, rows []dataset.Row) Metrics {
+	met := Metrics{Rows: len(rows), Accuracy: math.NaN()}
+	if len(rows) == 0 {
+		met.Loss = math.NaN()
+		return met
+	}
+	scores := make([]float64, m.blocks)
+	dz := make([]float64, m.blocks)
+	var loss float64
+	correct := 0
+	for i := range rows {
+		r := &rows[i]
+		loss += m.rowLoss(w, r, scores, dz)
+		switch m.cfg.Kind {
+		case LogisticRegression, LinearSVM:
+			if (m.dot(w, 0, r) > 0) == (r.Label > 0) {
+				correct++
+			}
+		case Softmax:
+			// rowLoss filled scores for softmax.
+			if argmax(scores) == m.classOf(r.Label) {
+				correct++
+			}
+		}
+	}
+	met.Loss = loss / float64(len(rows))
+	if m.HasAccuracy() {
+		met.Accuracy = float64(correct) / float64(len(rows))
+	}
+	return met
+}
+
+func sigmoid(z float64) float64 {
+	if z >= 0 {
+		return 1 / (1 + math.Exp(-z))
+	}
+	e := math.Exp(z)
+	return e / (1 + e)
+}
+
+func softplus(z float64) float64 {
+	if z > 30 {
+		return z
+	}
+	return math.Log1p(math.Exp(z))
+}
+
+func logSumExp(v []float64) float64 {
+	mx := v[argmax(v)]
+	var s float64
+	for _, x := range v {
+		s += math.Exp(x - mx)
+	}
+	return mx + math.Log(s)
+}
+
+func argmax(v []float64) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,96 @@
+package node
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// naiveClock is the oracle: it keeps every clock it saw and computes the
+// contiguous prefix from scratch.
+type naiveClock map[string]map[uint64]bool
+
+func (n naiveClock) add(q string, c uint64) bool {
+	if c == 0 || n[q][c] {
+		return false
+	}
+	if n[q] == nil {
+		n[q] = map[uint64]bool{}
+	}
+	n[q][c] = true
+	return true
+}
+
+func (n naiveClock) get(q string) uint64 {
+	var c uint64
+	for n[q][c+1] {
+		c++
+	}
+	return c
+}
+
+func TestVectorClockMatchesOracle(t *testing.T) {
+	origins := []string{"a", "b", "c", "d"}
+	for seed := uint64(0); seed < 2000; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		v, o := NewVectorClock(), naiveClock{}
+		for step := 0; step < 60; step++ {
+			q := origins[rng.IntN(len(origins))]
+			c := uint64(rng.IntN(12)) // 0 is never an update; duplicates are common
+			if got, want := v.Add(q, c), o.add(q, c); got != want {
+				t.Fatalf("seed %d step %d: Add(%s,%d) = %v, oracle %v", seed, step, q, c, got, want)
+			}
+			for _, p := range origins {
+				if got, want := v.Get(p), o.get(p); got != want {
+					t.Fatalf("seed %d step %d: Get(%s) = %d, oracle %d", seed, step, p, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestVectorClockContiguous(t *testing.T) {
+	v := NewVectorClock()
+	for _, c := range []uint64{3, 2, 5} {
+		if !v.Add("a", c) {
+			t.Fatalf("Add(a,%d) reported a duplicate", c)
+		}
+	}
+	if got := v.Get("a"); got != 0 {
+		t.Fatalf("entry advanced over a gap: %d", got)
+	}
+	v.Add("a", 1)
+	if got := v.Get("a"); got != 3 {
+		t.Fatalf("after filling clock 1: entry %d, want 3", got)
+	}
+	if v.Add("a", 2) || v.Add("a", 5) {
+		t.Fatal("duplicate accepted")
+	}
+	v.Add("a", 4)
+	if got := v.Get("a"); got != 5 {
+		t.Fatalf("entry %d, want 5", got)
+	}
+}
+
+func TestGateOpen(t *testing.T) {
+	v := NewVectorClock()
+	live := []string{"a", "b"}
+	v.Set("a", 5)
+	v.Set("b", 3)
+	cases := []struct {
+		clock uint64
+		s     int
+		want  bool
+	}{
+		{clock: 3, s: 0, want: true},  // needs min ≥ 3
+		{clock: 4, s: 0, want: false}, // needs min ≥ 4
+		{clock: 4, s: 1, want: true},
+		{clock: 6, s: 2, want: false}, // needs min ≥ 4
+		{clock: 6, s: 3, want: true},
+		{clock: 0, s: 0, want: true},
+	}
+	for _, c := range cases {
+		if got := GateOpen(v, live, c.clock, c.s); got != c.want {
+			t.Errorf("GateOpen(min=3, t=%d, s=%d) = %v, want %v", c.clock, c.s, got, c.want)
+		}
+	}
+}

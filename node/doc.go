@@ -1,0 +1,51 @@
+// Package node owns the node core: one member's view of the model, its
+// optimizer state, its vector clock and the rules for what it sends, relays
+// and applies. It is a deterministic state machine in the spirit of etcd's
+// raft: no goroutines, no network, no wall clock. A driver (package mesh over
+// libp2p, or a simulator) feeds it events and carries out what it asks:
+//
+//	n.Receive(from, data)  // a network message arrived
+//	n.PeerDown(id)         // liveness changed (decided by the driver)
+//	if n.CanTrain() {      // the staleness gate is open
+//		n.Train()          // one local iteration: gradient, update, encode
+//	}
+//	rd := n.Ready()        // envelopes to send, one per next hop
+//
+// # Updates and views
+//
+// What travels is an additive update: the change a node makes to its view in
+// one iteration, encoded by a codec. A node applies to its own view exactly
+// what its receivers decode (it decodes its own frame), so a lossy codec
+// never makes views drift apart; with error feedback on, the part the codec
+// lost is carried into the node's next update.
+//
+// The view is the committed view plus the pending updates up to the node's
+// own clock. Row c (every live member's update with clock c) is committed
+// once all of it has arrived, in canonical order: clock by clock, origin by
+// origin in sorted id order. Pending updates are added on top in the same
+// order; updates from peers that are ahead wait until the node reaches their
+// clock. The view is therefore a
+// function of the set of updates it holds, not of their arrival order: under
+// bulk-synchronous steps (staleness 0) every node holds the same set at every
+// gate and all views are bit-identical.
+//
+// # Clocks and staleness (SSP)
+//
+// A node's clock t counts its completed iterations; its update of iteration t
+// carries clock t. The vector clock V holds, per origin q, the largest c such
+// that all of q's updates with clock ≤ c are in the view (see VectorClock).
+// Before iteration t+1 a node waits until V[q] ≥ t − s for every live member
+// q, where s is the staleness bound; s = 0 is bulk-synchronous. A node's own
+// update is in its view as soon as it is made (read-my-writes). Updates may
+// arrive out of order and through different relays; each is applied once.
+//
+// The staleness of a read at iteration t+1 is t − min over live q of V[q];
+// the gate keeps it ≤ s.
+//
+// # Bad input
+//
+// A message that does not parse, an update from a non-member, a duplicate, a
+// clock further ahead than any honest member can be, a frame the codec
+// rejects or one whose keys fall outside the model: each is dropped and
+// counted by reason in Stats.Rejected; nothing of it is applied or relayed.
+package node

@@ -1,0 +1,541 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/model"
+)
+
+// Router decides the overlay: to which next hops a node forwards an update.
+// Forward(origin, origin) lists where the origin sends its own update.
+type Router interface {
+	Forward(origin, at string) []string
+}
+
+// FullMesh is the Router in which every origin sends its update to every
+// other member directly and nobody relays.
+type FullMesh struct{ members []string }
+
+// NewFullMesh returns the full-mesh router over members.
+func NewFullMesh(members []string) FullMesh {
+	m := slices.Clone(members)
+	slices.Sort(m)
+	return FullMesh{members: slices.Compact(m)}
+}
+
+// Forward implements Router.
+func (f FullMesh) Forward(origin, at string) []string {
+	if origin != at {
+		return nil
+	}
+	out := make([]string, 0, len(f.members))
+	for _, m := range f.members {
+		if m != at {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Config configures one node core.
+type Config struct {
+	// ID is this node's member id (a libp2p peer id in a real mesh).
+	ID string
+	// Members is every member of the mesh, this node included.
+	Members []string
+	// Model, Optimizer and Codec define what is trained and how updates
+	// are encoded. Every member must use the same Model configuration.
+	Model     *model.Model
+	Optimizer model.Optimizer
+	Codec     codec.Codec
+	// ErrorFeedback carries what the codec lost into the next update.
+	ErrorFeedback bool
+	// Staleness is the SSP bound s; 0 is bulk-synchronous.
+	Staleness int
+	// Iterations is how many iterations this node runs.
+	Iterations uint64
+	// BatchSize is the number of rows in one mini-batch.
+	BatchSize int
+	// Seed makes mini-batch sampling reproducible.
+	Seed uint64
+	// Shard is this node's training data.
+	Shard []dataset.Row
+	// Router decides relaying; nil means a full mesh over Members.
+	Router Router
+}
+
+// Rejection reasons, as counted in Stats.Rejected.
+const (
+	RejectBadEnvelope = "bad_envelope"
+	RejectNotMember   = "not_member"
+	RejectDuplicate   = "duplicate"
+	RejectBadClock    = "bad_clock"
+	RejectClockAhead  = "clock_ahead"
+	RejectBadFrame    = "bad_frame"
+	RejectBadShape    = "bad_shape"
+)
+
+// Stats are a node's counters. All byte counts are envelope bytes as handed
+// to the driver (without the driver's own framing).
+type Stats struct {
+	Clock          uint64
+	UpdatesApplied uint64 // updates in the view, this node's own included
+	UpdatesRelayed uint64 // updates forwarded on behalf of other origins
+	MessagesSent   uint64
+	BytesSent      uint64
+	FrameBytes     uint64 // bytes of this node's own codec frames
+	PairsEncoded   uint64 // key/value pairs in this node's own frames
+	Rejected       map[string]uint64
+	LastLoss       float64 // mean training loss of the last mini-batch
+	// Staleness observed at each read (the start of an iteration).
+	StalenessMax uint64
+	StalenessSum uint64
+	Reads        uint64
+}
+
+// Message is an envelope for one next hop.
+type Message struct {
+	To   string
+	Data []byte
+}
+
+// Ready is what the driver must do after feeding events.
+type Ready struct {
+	Messages []Message
+}
+
+// ErrGateClosed is returned by Train when the staleness gate is closed.
+var ErrGateClosed = errors.New("staleness gate closed")
+
+type pendingUpdate struct {
+	origin string
+	u      codec.Sparse
+}
+
+// Node is one member's core state machine. It is not safe for concurrent use:
+// one goroutine (the driver's loop) owns it.
+type Node struct {
+	cfg     Config
+	members []string
+	live    map[string]bool
+	router  Router
+
+	clock     uint64
+	vc        *VectorClock
+	committed []float64
+	// committedClock is the last row applied to committed.
+	committedClock uint64
+	// pending holds applied-but-uncommitted updates by clock, sorted by origin.
+	pending map[uint64][]pendingUpdate
+	work    []float64
+
+	sampler  sampler
+	scratch  model.Scratch
+	residual []float64
+	outbox   map[string][]Update
+	stats    Stats
+}
+
+// New validates cfg and returns a node at clock 0 with a zero view.
+func New(cfg Config) (*Node, error) {
+	if cfg.ID == "" {
+		return nil, errors.New("node: empty id")
+	}
+	if cfg.Model == nil || cfg.Optimizer == nil || cfg.Codec == nil {
+		return nil, errors.New("node: model, optimizer and codec are required")
+	}
+	if cfg.Staleness < 0 {
+		return nil, fmt.Errorf("node: staleness must be >= 0, got %d", cfg.Staleness)
+	}
+	if cfg.BatchSize < 1 {
+		return nil, fmt.Errorf("node: batch size must be >= 1, got %d", cfg.BatchSize)
+	}
+	if len(cfg.Shard) == 0 {
+		return nil, fmt.Errorf("node %s: empty training shard", cfg.ID)
+	}
+	members := slices.Clone(cfg.Members)
+	slices.Sort(members)
+	members = slices.Compact(members)
+	if _, ok := slices.BinarySearch(members, cfg.ID); !ok {
+		return nil, fmt.Errorf("node: id %s is not among the members", cfg.ID)
+	}
+	live := make(map[string]bool, len(members))
+	for _, m := range members {
+		live[m] = true
+	}
+	router := cfg.Router
+	if router == nil {
+		router = NewFullMesh(members)
+	}
+	n := &Node{
+		cfg:       cfg,
+		members:   members,
+		live:      live,
+		router:    router,
+		vc:        NewVectorClock(),
+		committed: make([]float64, cfg.Model.NumParams()),
+		pending:   map[uint64][]pendingUpdate{},
+		outbox:    map[string][]Update{},
+		sampler:   newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
+		stats:     Stats{Rejected: map[string]uint64{}},
+	}
+	if cfg.ErrorFeedback {
+		n.residual = make([]float64, cfg.Model.NumParams())
+	}
+	return n, nil
+}
+
+// ID returns the node's member id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Clock returns the number of completed iterations.
+func (n *Node) Clock() uint64 { return n.clock }
+
+// VectorClock returns the node's vector clock (read only).
+func (n *Node) VectorClock() *VectorClock { return n.vc }
+
+// Live returns the live members, sorted.
+func (n *Node) Live() []string {
+	out := make([]string, 0, len(n.members))
+	for _, m := range n.members {
+		if n.live[m] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Stats returns a copy of the node's counters.
+func (n *Node) Stats() Stats {
+	s := n.stats
+	s.Clock = n.clock
+	s.Rejected = make(map[string]uint64, len(n.stats.Rejected))
+	for k, v := range n.stats.Rejected {
+		s.Rejected[k] = v
+	}
+	return s
+}
+
+// CanTrain reports whether the node has iterations left and its staleness
+// gate is open.
+func (n *Node) CanTrain() bool {
+	return n.clock < n.cfg.Iterations && GateOpen(n.vc, n.Live(), n.clock, n.cfg.Staleness)
+}
+
+// Done reports whether the node has run all its iterations and holds every
+// live member's updates up to the last iteration.
+func (n *Node) Done() bool {
+	return n.clock >= n.cfg.Iterations && n.vc.Min(n.Live()) >= n.cfg.Iterations
+}
+
+// PeerDown removes a member from the live set: the gate stops waiting for it
+// and rows commit without it. Updates it already sent stay in the view.
+func (n *Node) PeerDown(id string) {
+	if id == n.cfg.ID || !n.live[id] {
+		return
+	}
+	n.live[id] = false
+	n.commit()
+}
+
+// View returns the node's current view: the committed rows plus the pending
+// updates with clock at most the node's own, in canonical order. Updates from
+// peers that are ahead wait until the node reaches their clock, which is what
+// makes staleness 0 read exactly the committed rows. The slice must not be
+// modified and is valid until the next event.
+func (n *Node) View() []float64 {
+	clocks := n.pendingClocks()
+	if len(clocks) == 0 || clocks[0] > n.clock {
+		return n.committed
+	}
+	if n.work == nil {
+		n.work = make([]float64, len(n.committed))
+	}
+	copy(n.work, n.committed)
+	for _, c := range clocks {
+		if c > n.clock {
+			break
+		}
+		for _, p := range n.pending[c] {
+			applySparse(n.work, p.u)
+		}
+	}
+	return n.work
+}
+
+// Evaluate returns the model's metrics on rows at the current view.
+func (n *Node) Evaluate(rows []dataset.Row) model.Metrics {
+	return n.cfg.Model.Evaluate(n.View(), rows)
+}
+
+// Train runs one local iteration: it reads the view, computes a mini-batch
+// gradient and the optimizer's update, encodes it, puts what receivers will
+// decode into its own view and queues the frame for its next hops.
+func (n *Node) Train() error {
+	if !n.CanTrain() {
+		return ErrGateClosed
+	}
+	t := n.clock + 1
+	n.observeStaleness()
+	view := n.View()
+	batch := n.sampler.next(n.cfg.Shard)
+	g, loss := n.cfg.Model.Gradient(view, batch, &n.scratch)
+	delta := n.cfg.Optimizer.Update(g, 1/float64(len(n.Live())))
+	intended := n.withResidual(g.Keys, delta)
+
+	frame, err := n.cfg.Codec.Encode(nil, intended)
+	if err != nil {
+		return fmt.Errorf("node %s: encode update %d: %w", n.cfg.ID, t, err)
+	}
+	decoded, err := codec.Decode(frame)
+	if err != nil {
+		return fmt.Errorf("node %s: decode own update %d: %w", n.cfg.ID, t, err)
+	}
+	if n.residual != nil {
+		for i, k := range intended.Keys {
+			n.residual[k] = float64(intended.Values[i])
+		}
+		for i, k := range decoded.Keys {
+			n.residual[k] -= float64(decoded.Values[i])
+		}
+	}
+
+	n.clock = t
+	n.stats.LastLoss = loss
+	n.stats.FrameBytes += uint64(len(frame))
+	n.stats.PairsEncoded += uint64(len(intended.Values))
+	n.add(n.cfg.ID, t, decoded)
+	n.route(Update{Origin: n.cfg.ID, Clock: t, Frame: frame})
+	n.commit()
+	return nil
+}
+
+// withResidual turns the optimizer's update into float32 pairs, adding the
+// residual the codec left from earlier updates when error feedback is on.
+func (n *Node) withResidual(keys []uint64, delta []float64) codec.Sparse {
+	if n.residual == nil {
+		u := codec.Sparse{Keys: slices.Clone(keys), Values: make([]float32, len(delta))}
+		if u.Keys == nil {
+			u.Keys = []uint64{}
+		}
+		for i, d := range delta {
+			u.Values[i] = float32(d)
+		}
+		return u
+	}
+	// Carry every non-zero residual: merge its keys with the gradient's.
+	acc := map[uint64]float64{}
+	for i, k := range keys {
+		acc[k] += delta[i]
+	}
+	for k, r := range n.residual {
+		if r != 0 {
+			acc[uint64(k)] += r
+			n.residual[k] = 0
+		}
+	}
+	u := codec.Sparse{Keys: make([]uint64, 0, len(acc))}
+	for k := range acc {
+		u.Keys = append(u.Keys, k)
+	}
+	slices.Sort(u.Keys)
+	u.Values = make([]float32, len(u.Keys))
+	for i, k := range u.Keys {
+		u.Values[i] = float32(acc[k])
+	}
+	return u
+}
+
+// Receive handles one network message from peer from. Bad content is counted
+// and dropped; good updates are applied and relayed.
+func (n *Node) Receive(from string, data []byte) {
+	updates, err := DecodeEnvelope(data)
+	if err != nil {
+		n.reject(RejectBadEnvelope)
+		return
+	}
+	for _, u := range updates {
+		if reason := n.accept(u); reason != "" {
+			n.reject(reason)
+			continue
+		}
+		n.route(u)
+	}
+	n.commit()
+}
+
+// accept validates u and adds it to the view; it returns the rejection
+// reason, or "" when u was applied.
+func (n *Node) accept(u Update) string {
+	if _, ok := slices.BinarySearch(n.members, u.Origin); !ok {
+		return RejectNotMember
+	}
+	if u.Clock == 0 {
+		return RejectBadClock
+	}
+	if n.vc.Has(u.Origin, u.Clock) {
+		return RejectDuplicate
+	}
+	// An honest origin at clock c passed a gate that needed our entry to be
+	// at least c − s − 1, and our entry is at most our own clock.
+	if u.Clock > n.clock+uint64(n.cfg.Staleness)+1 {
+		return RejectClockAhead
+	}
+	decoded, err := codec.Decode(u.Frame)
+	if err != nil {
+		return RejectBadFrame
+	}
+	if !n.fits(decoded) {
+		return RejectBadShape
+	}
+	n.add(u.Origin, u.Clock, decoded)
+	return ""
+}
+
+func (n *Node) fits(u codec.Sparse) bool {
+	size := len(n.committed)
+	if u.Dense() {
+		return len(u.Values) == size || len(u.Values) == 0
+	}
+	return len(u.Keys) == 0 || u.Keys[len(u.Keys)-1] < uint64(size)
+}
+
+func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
+	n.vc.Add(origin, clock)
+	list := n.pending[clock]
+	i, _ := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int {
+		switch {
+		case p.origin < o:
+			return -1
+		case p.origin > o:
+			return 1
+		}
+		return 0
+	})
+	n.pending[clock] = slices.Insert(list, i, pendingUpdate{origin: origin, u: u})
+	n.stats.UpdatesApplied++
+}
+
+// route queues u for the next hops the router gives for this node.
+func (n *Node) route(u Update) {
+	for _, hop := range n.router.Forward(u.Origin, n.cfg.ID) {
+		if hop == n.cfg.ID || hop == u.Origin || !n.live[hop] {
+			continue
+		}
+		n.outbox[hop] = append(n.outbox[hop], u)
+		if u.Origin != n.cfg.ID {
+			n.stats.UpdatesRelayed++
+		}
+	}
+}
+
+// commit folds every complete row into the committed view, in canonical order.
+func (n *Node) commit() {
+	live := n.Live()
+	for {
+		next := n.committedClock + 1
+		if n.vc.Min(live) < next {
+			return
+		}
+		for _, p := range n.pending[next] {
+			applySparse(n.committed, p.u)
+		}
+		delete(n.pending, next)
+		n.committedClock = next
+	}
+}
+
+func (n *Node) pendingClocks() []uint64 {
+	clocks := make([]uint64, 0, len(n.pending))
+	for c := range n.pending {
+		clocks = append(clocks, c)
+	}
+	slices.Sort(clocks)
+	return clocks
+}
+
+func (n *Node) observeStaleness() {
+	s := n.clock - min(n.clock, n.vc.Min(n.Live()))
+	n.stats.StalenessMax = max(n.stats.StalenessMax, s)
+	n.stats.StalenessSum += s
+	n.stats.Reads++
+}
+
+func (n *Node) reject(reason string) { n.stats.Rejected[reason]++ }
+
+// Ready returns the messages queued since the last call: one envelope per
+// next hop, batching every update due to it.
+func (n *Node) Ready() Ready {
+	if len(n.outbox) == 0 {
+		return Ready{}
+	}
+	hops := make([]string, 0, len(n.outbox))
+	for h := range n.outbox {
+		hops = append(hops, h)
+	}
+	slices.Sort(hops)
+	rd := Ready{Messages: make([]Message, 0, len(hops))}
+	for _, h := range hops {
+		data := EncodeEnvelope(n.outbox[h])
+		rd.Messages = append(rd.Messages, Message{To: h, Data: data})
+		n.stats.MessagesSent++
+		n.stats.BytesSent += uint64(len(data))
+	}
+	clear(n.outbox)
+	return rd
+}
+
+func applySparse(view []float64, u codec.Sparse) {
+	if u.Dense() {
+		for i, v := range u.Values {
+			view[i] += float64(v)
+		}
+		return
+	}
+	for i, k := range u.Keys {
+		view[k] += float64(u.Values[i])
+	}
+}
+
+// sampler draws mini-batches without replacement, epoch by epoch, from a
+// seeded permutation: the same seed and id give the same batches.
+type sampler struct {
+	rng   *rand.Rand
+	perm  []int
+	pos   int
+	size  int
+	batch []dataset.Row
+}
+
+func newSampler(rows, size int, seed uint64, id string) sampler {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	s := sampler{rng: rand.New(rand.NewPCG(seed, h.Sum64())), perm: make([]int, rows), size: min(size, rows)}
+	for i := range s.perm {
+		s.perm[i] = i
+	}
+	s.pos = rows
+	return s
+}
+
+func (s *sampler) next(shard []dataset.Row) []dataset.Row {
+	s.batch = s.batch[:0]
+	for len(s.batch) < s.size {
+		if s.pos == len(s.perm) {
+			s.rng.Shuffle(len(s.perm), func(i, j int) { s.perm[i], s.perm[j] = s.perm[j], s.perm[i] })
+			s.pos = 0
+		}
+		s.batch = append(s.batch, shard[s.perm[s.pos]])
+		s.pos++
+	}
+	return s.batch
+}
+
+// Config returns the node's configuration.
+func (n *Node) Config() Config { return n.cfg }

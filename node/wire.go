@@ -1,0 +1,154 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Update is one origin's additive update for one iteration, as it travels:
+// the codec frame is carried byte for byte from the origin to every receiver,
+// through any number of relays.
+type Update struct {
+	Origin string
+	Clock  uint64
+	Frame  []byte
+}
+
+// wireVersion is the envelope format version.
+const wireVersion = 1
+
+// Limits on what an envelope may hold. They bound the work and memory a
+// single network message can cost a receiver.
+const (
+	MaxEnvelopeBytes = 64 << 20
+	maxOriginBytes   = 256
+)
+
+// ErrBadEnvelope is wrapped by every envelope decoding error.
+var ErrBadEnvelope = errors.New("bad envelope")
+
+// EncodeEnvelope writes updates as one network message:
+//
+//	msgpack array [version uint, array of [origin str, clock uint, frame bin]]
+//
+// Frames are msgpack bin values with explicit lengths, so the decoder can
+// check each length against the bytes that remain before it reads.
+func EncodeEnvelope(updates []Update) []byte {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	// Writes to a bytes.Buffer cannot fail, so errors are impossible here.
+	_ = enc.EncodeArrayLen(2)
+	_ = enc.EncodeUint(wireVersion)
+	_ = enc.EncodeArrayLen(len(updates))
+	for _, u := range updates {
+		_ = enc.EncodeArrayLen(3)
+		_ = enc.EncodeString(u.Origin)
+		_ = enc.EncodeUint(u.Clock)
+		_ = enc.EncodeBytes(u.Frame)
+	}
+	return buf.Bytes()
+}
+
+// DecodeEnvelope parses a network message. It never reflect-decodes: every
+// array and byte length is checked against what remains of data before
+// anything is allocated, so a hostile header cannot make it allocate more
+// than data's own size. Frames alias data.
+func DecodeEnvelope(data []byte) ([]Update, error) {
+	if len(data) > MaxEnvelopeBytes {
+		return nil, fmt.Errorf("%w: %d bytes exceeds the %d-byte limit", ErrBadEnvelope, len(data), MaxEnvelopeBytes)
+	}
+	r := bytes.NewReader(data)
+	dec := msgpack.NewDecoder(r)
+	n, err := arrayLen(dec, r, "envelope")
+	if err != nil {
+		return nil, err
+	}
+	if n != 2 {
+		return nil, fmt.Errorf("%w: envelope has %d fields, want 2", ErrBadEnvelope, n)
+	}
+	ver, err := dec.DecodeUint64()
+	if err != nil {
+		return nil, fmt.Errorf("%w: version: %v", ErrBadEnvelope, err)
+	}
+	if ver != wireVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadEnvelope, ver, wireVersion)
+	}
+	count, err := arrayLen(dec, r, "update list")
+	if err != nil {
+		return nil, err
+	}
+	// Each update takes at least 4 bytes (array header, origin, clock, bin header).
+	if count > r.Len()/4 {
+		return nil, fmt.Errorf("%w: %d updates cannot fit in %d bytes", ErrBadEnvelope, count, r.Len())
+	}
+	updates := make([]Update, 0, count)
+	for i := 0; i < count; i++ {
+		u, err := decodeUpdate(dec, r, data)
+		if err != nil {
+			return nil, fmt.Errorf("update %d: %w", i, err)
+		}
+		updates = append(updates, u)
+	}
+	if r.Len() != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrBadEnvelope, r.Len())
+	}
+	return updates, nil
+}
+
+func decodeUpdate(dec *msgpack.Decoder, r *bytes.Reader, data []byte) (Update, error) {
+	n, err := arrayLen(dec, r, "update")
+	if err != nil {
+		return Update{}, err
+	}
+	if n != 3 {
+		return Update{}, fmt.Errorf("%w: update has %d fields, want 3", ErrBadEnvelope, n)
+	}
+	origin, err := byteField(dec, r, data, "origin", maxOriginBytes)
+	if err != nil {
+		return Update{}, err
+	}
+	if len(origin) == 0 {
+		return Update{}, fmt.Errorf("%w: empty origin", ErrBadEnvelope)
+	}
+	clock, err := dec.DecodeUint64()
+	if err != nil {
+		return Update{}, fmt.Errorf("%w: clock: %v", ErrBadEnvelope, err)
+	}
+	frame, err := byteField(dec, r, data, "frame", MaxEnvelopeBytes)
+	if err != nil {
+		return Update{}, err
+	}
+	return Update{Origin: string(origin), Clock: clock, Frame: frame}, nil
+}
+
+func arrayLen(dec *msgpack.Decoder, r *bytes.Reader, what string) (int, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %v", ErrBadEnvelope, what, err)
+	}
+	if n < 0 || n > r.Len() {
+		return 0, fmt.Errorf("%w: %s claims %d elements, %d bytes remain", ErrBadEnvelope, what, n, r.Len())
+	}
+	return n, nil
+}
+
+// byteField reads a str or bin value without copying: it checks the declared
+// length against the remaining bytes and returns a sub-slice of data.
+func byteField(dec *msgpack.Decoder, r *bytes.Reader, data []byte, what string, limit int) ([]byte, error) {
+	n, err := dec.DecodeBytesLen()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadEnvelope, what, err)
+	}
+	if n < 0 || n > r.Len() || n > limit {
+		return nil, fmt.Errorf("%w: %s claims %d bytes, %d remain (limit %d)", ErrBadEnvelope, what, n, r.Len(), limit)
+	}
+	start := len(data) - r.Len()
+	if _, err := r.Seek(int64(n), io.SeekCurrent); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadEnvelope, what, err)
+	}
+	return data[start : start+n : start+n], nil
+}

@@ -1,0 +1,142 @@
+package testnet
+
+import (
+	"math"
+	"time"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+)
+
+// Report is the outcome of a run. Field names are part of the JSON interface
+// and stay stable; new fields may be added.
+type Report struct {
+	Nodes        int     `json:"nodes"`
+	Model        string  `json:"model"`
+	Optimizer    string  `json:"optimizer"`
+	Codec        string  `json:"codec"`
+	Dataset      string  `json:"dataset"`
+	TestDataset  string  `json:"test_dataset"`
+	Iterations   int     `json:"iterations"`
+	BatchPerNode int     `json:"batch_per_node"`
+	Staleness    int     `json:"staleness"`
+	WallSeconds  float64 `json:"wall_seconds"`
+	// FinalTestLoss and FinalTestAccuracy are the means over nodes.
+	FinalTestLoss     float64  `json:"final_test_loss"`
+	FinalTestAccuracy *float64 `json:"final_test_accuracy,omitempty"`
+	// Bytes are counted on the update streams, length prefixes included.
+	BytesSentTotal               uint64  `json:"bytes_sent_total"`
+	BytesSentPerNodePerIteration float64 `json:"bytes_sent_per_node_per_iteration"`
+	MessagesSentTotal            uint64  `json:"messages_sent_total"`
+	// CompressionRatio is 12 bytes per pair (int32 key, float64 value) over
+	// the bytes of the codec frames actually produced.
+	CompressionRatio float64 `json:"compression_ratio"`
+	// ViewsIdentical says whether all nodes ended with bit-identical views.
+	ViewsIdentical       bool              `json:"views_identical"`
+	StalenessObservedMax uint64            `json:"staleness_observed_max"`
+	Rejected             map[string]uint64 `json:"rejected"`
+	PerNode              []NodeReport      `json:"per_node"`
+	// Curve is node 0's test loss and accuracy against iterations and time.
+	Curve []CurvePoint `json:"curve"`
+}
+
+// NodeReport is one node's outcome.
+type NodeReport struct {
+	ID             string   `json:"id"`
+	TrainRows      int      `json:"train_rows"`
+	Clock          uint64   `json:"clock"`
+	TestLoss       float64  `json:"test_loss"`
+	TestAccuracy   *float64 `json:"test_accuracy,omitempty"`
+	BytesSent      uint64   `json:"bytes_sent"`
+	MessagesSent   uint64   `json:"messages_sent"`
+	UpdatesApplied uint64   `json:"updates_applied"`
+	UpdatesRelayed uint64   `json:"updates_relayed"`
+	BlockedSeconds float64  `json:"blocked_seconds"`
+}
+
+// CurvePoint is one progress report.
+type CurvePoint struct {
+	Iteration    uint64   `json:"iteration"`
+	WallSeconds  float64  `json:"wall_seconds"`
+	TrainLoss    float64  `json:"train_loss"`
+	TestLoss     float64  `json:"test_loss"`
+	TestAccuracy *float64 `json:"test_accuracy,omitempty"`
+	BytesSent    uint64   `json:"bytes_sent"`
+}
+
+func curvePoint(p Progress) CurvePoint {
+	return CurvePoint{
+		Iteration:    p.Iteration,
+		WallSeconds:  p.Elapsed.Seconds(),
+		TrainLoss:    p.TrainLoss,
+		TestLoss:     p.TestLoss,
+		TestAccuracy: optional(p.TestAccuracy),
+		BytesSent:    p.BytesSent,
+	}
+}
+
+// optional maps NaN (no such figure) to an absent JSON field.
+func optional(v float64) *float64 {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
+func buildReport(cfg Config, cdc codec.Codec, members []*member, curve []CurvePoint, wall time.Duration) *Report {
+	r := &Report{
+		Nodes:        cfg.Nodes,
+		Model:        string(cfg.Model),
+		Optimizer:    string(cfg.Optimizer),
+		Codec:        cdc.Name(),
+		Dataset:      cfg.Train.Name,
+		TestDataset:  cfg.Test.Name,
+		Iterations:   cfg.Iterations,
+		BatchPerNode: members[0].core.Config().BatchSize,
+		Staleness:    cfg.Staleness,
+		WallSeconds:  wall.Seconds(),
+		Rejected:     map[string]uint64{},
+		Curve:        curve,
+	}
+	var lossSum, accSum float64
+	var frameBytes, pairs uint64
+	hasAcc := true
+	for _, m := range members {
+		met := m.core.Evaluate(cfg.Test.Rows)
+		st := m.core.Stats()
+		tr := m.host.Traffic()
+		r.PerNode = append(r.PerNode, NodeReport{
+			ID:             m.core.ID(),
+			TrainRows:      len(m.shard.Rows),
+			Clock:          st.Clock,
+			TestLoss:       met.Loss,
+			TestAccuracy:   optional(met.Accuracy),
+			BytesSent:      tr.BytesSent,
+			MessagesSent:   tr.MessagesSent,
+			UpdatesApplied: st.UpdatesApplied,
+			UpdatesRelayed: st.UpdatesRelayed,
+			BlockedSeconds: m.run.Blocked.Seconds(),
+		})
+		lossSum += met.Loss
+		accSum += met.Accuracy
+		hasAcc = hasAcc && !math.IsNaN(met.Accuracy)
+		r.BytesSentTotal += tr.BytesSent
+		r.MessagesSentTotal += tr.MessagesSent
+		frameBytes += st.FrameBytes
+		pairs += st.PairsEncoded
+		r.StalenessObservedMax = max(r.StalenessObservedMax, st.StalenessMax)
+		for reason, c := range st.Rejected {
+			r.Rejected[reason] += c
+		}
+	}
+	n := float64(len(members))
+	r.FinalTestLoss = lossSum / n
+	if hasAcc {
+		r.FinalTestAccuracy = optional(accSum / n)
+	}
+	r.BytesSentPerNodePerIteration = float64(r.BytesSentTotal) / n / float64(cfg.Iterations)
+	if frameBytes > 0 {
+		r.CompressionRatio = 12 * float64(pairs) / float64(frameBytes)
+	}
+	r.ViewsIdentical = viewsIdentical(members)
+	return r
+}

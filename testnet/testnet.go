@@ -1,0 +1,298 @@
+package testnet
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/mesh"
+	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/node"
+)
+
+// Config describes one testnet run.
+type Config struct {
+	Nodes int
+	// Train is split into one shard per node after a seeded shuffle; Test is
+	// what accuracy and loss are reported on.
+	Train, Test *dataset.Dataset
+	Model       model.Kind
+	Optimizer   model.OptimizerKind
+	LR          float64
+	L2          float64
+	// Batch is the mini-batch per node: a fraction of the node's shard when
+	// below 1, a row count otherwise.
+	Batch      float64
+	Iterations int
+	Seed       uint64
+	// Codec names the update codec (codec.Names()).
+	Codec         string
+	ErrorFeedback bool
+	Staleness     int
+	// EvalEvery is how often (in iterations) node 0 reports progress with a
+	// test evaluation; 0 picks about 10 reports per run.
+	EvalEvery int
+	// Progress, when set, receives node 0's progress reports.
+	Progress func(Progress)
+	Logger   *slog.Logger
+}
+
+// Progress is one report from node 0 during a run.
+type Progress struct {
+	Iteration    uint64
+	Elapsed      time.Duration
+	TrainLoss    float64 // node 0's last mini-batch loss
+	TestLoss     float64
+	TestAccuracy float64 // NaN for regression
+	BytesSent    uint64  // all nodes, update streams, so far
+}
+
+// Validate checks cfg and fills defaults.
+func (c *Config) Validate() error {
+	switch {
+	case c.Nodes < 1:
+		return fmt.Errorf("nodes must be >= 1, got %d", c.Nodes)
+	case c.Nodes > 256:
+		return fmt.Errorf("nodes must be <= 256 for an in-process testnet, got %d", c.Nodes)
+	case c.Train == nil || len(c.Train.Rows) == 0:
+		return errors.New("no training data")
+	case c.Test == nil || len(c.Test.Rows) == 0:
+		return errors.New("no test data")
+	case len(c.Train.Rows) < c.Nodes:
+		return fmt.Errorf("%d training rows cannot be shared by %d nodes", len(c.Train.Rows), c.Nodes)
+	case c.Iterations < 1:
+		return fmt.Errorf("iterations must be >= 1, got %d", c.Iterations)
+	case !(c.Batch > 0) || math.IsInf(c.Batch, 0):
+		return fmt.Errorf("batch must be a fraction in (0,1) or a row count >= 1, got %v", c.Batch)
+	case c.Batch > 1 && c.Batch != math.Trunc(c.Batch):
+		return fmt.Errorf("batch above 1 must be a whole row count, got %v", c.Batch)
+	case c.Staleness < 0:
+		return fmt.Errorf("staleness must be >= 0, got %d", c.Staleness)
+	}
+	if _, err := codec.ByName(c.Codec); err != nil {
+		return err
+	}
+	if c.EvalEvery <= 0 {
+		c.EvalEvery = max(1, c.Iterations/10)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// batchRows turns the Batch setting into a row count for a shard.
+func (c *Config) batchRows(shardRows int) int {
+	if c.Batch < 1 {
+		return max(1, int(math.Ceil(c.Batch*float64(shardRows))))
+	}
+	return min(int(c.Batch), shardRows)
+}
+
+// NewModel builds the model cfg describes, with its dimension and classes
+// taken from the training data.
+func NewModel(kind model.Kind, l2 float64, train *dataset.Dataset) (*model.Model, error) {
+	mc := model.Config{Kind: kind, MaxFeature: train.MaxFeature, L2: l2}
+	if kind == model.Softmax {
+		mc.Classes = train.Labels()
+	}
+	return model.New(mc)
+}
+
+type member struct {
+	host   *mesh.Host
+	core   *node.Node
+	shard  *dataset.Dataset
+	run    mesh.RunStats
+	runErr error
+}
+
+// Run starts the testnet, trains to the end and returns its report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mdl, err := NewModel(cfg.Model, cfg.L2, cfg.Train)
+	if err != nil {
+		return nil, err
+	}
+	cdc, err := codec.ByName(cfg.Codec)
+	if err != nil {
+		return nil, err
+	}
+	members, err := startHosts(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, m := range members {
+			_ = m.host.Close()
+		}
+	}()
+
+	ids := make([]string, len(members))
+	for i, m := range members {
+		ids[i] = m.host.ID()
+	}
+	shuffled := cfg.Train.Shuffled(int64(cfg.Seed))
+	for i, m := range members {
+		m.shard = shuffled.Shard(i, cfg.Nodes)
+		opt, err := model.NewOptimizer(cfg.Optimizer, cfg.LR, mdl.NumParams())
+		if err != nil {
+			return nil, err
+		}
+		m.core, err = node.New(node.Config{
+			ID:            ids[i],
+			Members:       ids,
+			Model:         mdl,
+			Optimizer:     opt,
+			Codec:         cdc,
+			ErrorFeedback: cfg.ErrorFeedback,
+			Staleness:     cfg.Staleness,
+			Iterations:    uint64(cfg.Iterations),
+			BatchSize:     cfg.batchRows(len(m.shard.Rows)),
+			Seed:          cfg.Seed,
+			Shard:         m.shard.Rows,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	start := time.Now()
+	var curve []CurvePoint
+	observe := func(n *node.Node) {
+		t := n.Clock()
+		if t%uint64(cfg.EvalEvery) != 0 && t != uint64(cfg.Iterations) {
+			return
+		}
+		met := n.Evaluate(cfg.Test.Rows)
+		p := Progress{
+			Iteration:    t,
+			Elapsed:      time.Since(start),
+			TrainLoss:    n.Stats().LastLoss,
+			TestLoss:     met.Loss,
+			TestAccuracy: met.Accuracy,
+			BytesSent:    totalBytes(members),
+		}
+		curve = append(curve, curvePoint(p))
+		if cfg.Progress != nil {
+			cfg.Progress(p)
+		}
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, m := range members {
+		hooks := mesh.Hooks{}
+		if i == 0 {
+			hooks.AfterTrain = observe
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.run, m.runErr = mesh.Run(runCtx, m.core, m.host, hooks)
+			if m.runErr != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	for _, m := range members {
+		if m.runErr != nil && !errors.Is(m.runErr, context.Canceled) {
+			return nil, m.runErr
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("testnet interrupted: %w", err)
+	}
+	return buildReport(cfg, cdc, members, curve, wall), nil
+}
+
+func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
+	members := make([]*member, 0, cfg.Nodes)
+	fail := func(err error) ([]*member, error) {
+		for _, m := range members {
+			_ = m.host.Close()
+		}
+		return nil, err
+	}
+	for i := 0; i < cfg.Nodes; i++ {
+		key, err := nodeKey(cfg.Seed, i)
+		if err != nil {
+			return fail(err)
+		}
+		h, err := mesh.NewHost(mesh.HostConfig{
+			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+			Key:         key,
+			Logger:      cfg.Logger,
+		})
+		if err != nil {
+			return fail(fmt.Errorf("node %d: %w", i, err))
+		}
+		members = append(members, &member{host: h})
+	}
+	// Every node dials the nodes after it, so each pair shares one connection.
+	for i, a := range members {
+		for _, b := range members[i+1:] {
+			info := peer.AddrInfo{ID: b.host.Libp2p().ID(), Addrs: b.host.Libp2p().Addrs()}
+			if err := a.host.Connect(ctx, info); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	return members, nil
+}
+
+// nodeKey derives node i's identity from the run's seed. Peer ids decide the
+// canonical order of updates and seed each node's sampling, so deriving them
+// makes a testnet run reproducible from its seed.
+func nodeKey(seed uint64, i int) (crypto.PrivKey, error) {
+	var s [32]byte
+	binary.LittleEndian.PutUint64(s[:], seed)
+	binary.LittleEndian.PutUint64(s[8:], uint64(i))
+	copy(s[16:], "sketchmesh-node")
+	key, _, err := crypto.GenerateEd25519Key(rand.NewChaCha8(s))
+	if err != nil {
+		return nil, fmt.Errorf("derive key of node %d: %w", i, err)
+	}
+	return key, nil
+}
+
+func totalBytes(members []*member) uint64 {
+	var sum uint64
+	for _, m := range members {
+		sum += m.host.Traffic().BytesSent
+	}
+	return sum
+}
+
+// viewsIdentical reports whether every node holds bit-for-bit the same view.
+func viewsIdentical(members []*member) bool {
+	first := members[0].core.View()
+	for _, m := range members[1:] {
+		v := m.core.View()
+		if len(v) != len(first) {
+			return false
+		}
+		for i := range v {
+			if math.Float64bits(v[i]) != math.Float64bits(first[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
