@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
@@ -34,6 +36,14 @@ type testnetFlags struct {
 	evalEvery     int
 	json          bool
 	logLevel      string
+	wan           string
+	stragglers    int
+	slowdown      float64
+	computeTime   time.Duration
+	sweepStale    string
+	compare       string
+	targetLoss    float64
+	plot          string
 }
 
 func (f *testnetFlags) register(fs *flag.FlagSet) {
@@ -49,7 +59,15 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for the shuffle, the shards and mini-batch sampling")
 	fs.StringVar(&f.codec, "codec", "raw", "update codec: "+strings.Join(codec.Names(), ", "))
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update")
-	fs.IntVar(&f.staleness, "staleness", 0, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
+	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
+	fs.StringVar(&f.wan, "wan", "lan", "links between nodes: lan (loopback TCP, no shaping), geo3 (3 sites: 1 ms and 1 Gbit/s inside, 40/80/120 ms and 100 Mbit/s between), or latency=50ms,bandwidth=100Mbit")
+	fs.IntVar(&f.stragglers, "stragglers", 0, "number of nodes that run --slowdown times slower")
+	fs.Float64Var(&f.slowdown, "slowdown", 3, "how many times slower each straggler computes (>= 1)")
+	fs.DurationVar(&f.computeTime, "compute-time", 0, "extra time per iteration on every node, emulating a heavier model (e.g. 20ms)")
+	fs.StringVar(&f.sweepStale, "sweep-staleness", "", "run once per staleness in this list (e.g. 0,1,3,10) and compare the runs")
+	fs.StringVar(&f.compare, "compare", "", "run once per codec in this list (e.g. raw,uniform8,sketchml) and compare the runs")
+	fs.Float64Var(&f.targetLoss, "target-loss", 0, "test loss the comparison times runs to (0 = 1.01 × the first run's final loss)")
+	fs.StringVar(&f.plot, "plot", "", "with --sweep-staleness or --compare: draw test loss against wall time to this .svg, .png or .pdf file")
 	fs.IntVar(&f.evalEvery, "eval-every", 0, "iterations between progress lines (0 = about 10 lines per run)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON report on stdout instead of the table")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
@@ -82,6 +100,22 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		return cfg, badInput("--staleness %d: want >= 0", f.staleness)
 	case f.evalEvery < 0:
 		return cfg, badInput("--eval-every %d: want >= 0", f.evalEvery)
+	case f.stragglers < 0 || f.stragglers > f.nodes:
+		return cfg, badInput("--stragglers %d: want 0 to --nodes (%d)", f.stragglers, f.nodes)
+	case !(f.slowdown >= 1) || math.IsInf(f.slowdown, 0):
+		return cfg, badInput("--slowdown %v: want a finite factor >= 1", f.slowdown)
+	case f.computeTime < 0:
+		return cfg, badInput("--compute-time %v: want >= 0", f.computeTime)
+	case f.targetLoss < 0:
+		return cfg, badInput("--target-loss %v: want >= 0", f.targetLoss)
+	case f.plot != "" && f.sweepStale == "" && f.compare == "":
+		return cfg, badInput("--plot needs --sweep-staleness or --compare")
+	case f.sweepStale != "" && f.compare != "":
+		return cfg, badInput("--sweep-staleness and --compare cannot be combined")
+	}
+	wan, err := testnet.ParseWAN(f.wan)
+	if err != nil {
+		return cfg, usageError{fmt.Errorf("--wan: %w", err)}
 	}
 	logger, err := newLogger(stderr, f.logLevel)
 	if err != nil {
@@ -108,6 +142,10 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		Codec:         f.codec,
 		ErrorFeedback: f.errorFeedback,
 		Staleness:     f.staleness,
+		WAN:           wan,
+		Stragglers:    f.stragglers,
+		Slowdown:      f.slowdown,
+		ComputeTime:   f.computeTime,
 		EvalEvery:     f.evalEvery,
 		Logger:        logger,
 	}
@@ -166,8 +204,33 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s, codec %s, %d iterations\n",
-		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.Codec, cfg.Iterations)
+	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s, codec %s, staleness %d, links %s, %d iterations\n",
+		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.Codec, cfg.Staleness, cfg.WAN.Name, cfg.Iterations)
+	switch {
+	case f.sweepStale != "":
+		values, err := parseStalenessList(f.sweepStale)
+		if err != nil {
+			return err
+		}
+		labels := make([]string, len(values))
+		for i, v := range values {
+			labels[i] = strconv.Itoa(v)
+		}
+		return runSweep(ctx, cfg, "staleness", labels, func(c *testnet.Config, i int) { c.Staleness = values[i] },
+			f.targetLoss, f.plot, f.json, stdout, stderr)
+	case f.compare != "":
+		names, err := parseList("compare", f.compare)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := oneOf("compare", n, codec.Names()...); err != nil {
+				return err
+			}
+		}
+		return runSweep(ctx, cfg, "codec", names, func(c *testnet.Config, i int) { c.Codec = names[i] },
+			f.targetLoss, f.plot, f.json, stdout, stderr)
+	}
 	cfg.Progress = func(p testnet.Progress) { printProgress(stderr, cfg.Iterations, p) }
 	rep, err := testnet.Run(ctx, cfg)
 	if err != nil {

@@ -54,6 +54,27 @@ type HostConfig struct {
 	Key crypto.PrivKey
 	// Logger receives the host's logs; nil uses slog.Default().
 	Logger *slog.Logger
+	// Shape, when set, emulates a WAN link to each peer (see LinkShape).
+	Shape func(to string) LinkShape
+}
+
+// LinkShape is an emulated link: each message waits for the link to be free,
+// takes len/Bandwidth to transmit, then Latency to arrive. The sender holds
+// the message for that long before writing it to the real stream, so
+// messages on one link pipeline as they would on a real path, and the real
+// TCP, Noise and yamux stack still carries every byte.
+type LinkShape struct {
+	Latency time.Duration // one way
+	// Bandwidth in bytes per second; 0 is unlimited.
+	Bandwidth float64
+}
+
+// transmitTime is how long len bytes occupy the link.
+func (l LinkShape) transmitTime(n int) time.Duration {
+	if l.Bandwidth <= 0 {
+		return 0
+	}
+	return time.Duration(float64(n) / l.Bandwidth * float64(time.Second))
 }
 
 // TrafficStats counts what a host put on and took off its update streams,
@@ -72,6 +93,7 @@ type Host struct {
 	h     host.Host
 	log   *slog.Logger
 	inbox chan Inbound
+	shape func(to string) LinkShape
 
 	mu      sync.Mutex
 	senders map[peer.ID]*sender
@@ -110,7 +132,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start libp2p host on %v: %w", cfg.ListenAddrs, err)
 	}
-	return newHost(h, logger), nil
+	mh := newHost(h, logger)
+	mh.shape = cfg.Shape
+	return mh, nil
 }
 
 // Wrap serves the update protocol on an existing libp2p host, such as one
@@ -189,6 +213,9 @@ func (m *Host) Send(to string, data []byte) {
 	s := m.senders[pid]
 	if s == nil {
 		s = &sender{host: m, to: pid, wake: make(chan struct{}, 1)}
+		if m.shape != nil {
+			s.shape = m.shape(to)
+		}
 		m.senders[pid] = s
 		m.wg.Add(1)
 		go s.loop()
@@ -300,15 +327,34 @@ type sender struct {
 	to   peer.ID
 	wake chan struct{}
 
-	mu      sync.Mutex
-	queue   [][]byte
-	writing bool
-	done    bool
+	shape LinkShape
+
+	mu       sync.Mutex
+	queue    []queued
+	writing  bool
+	done     bool
+	linkFree time.Time
+}
+
+// queued is a message and, on an emulated link, the time it arrives.
+type queued struct {
+	data []byte
+	due  time.Time
 }
 
 func (s *sender) push(data []byte) {
 	s.mu.Lock()
-	s.queue = append(s.queue, data)
+	q := queued{data: data}
+	if s.shape != (LinkShape{}) {
+		now := time.Now()
+		start := now
+		if s.linkFree.After(now) {
+			start = s.linkFree
+		}
+		s.linkFree = start.Add(s.shape.transmitTime(len(data) + lengthPrefix))
+		q.due = s.linkFree.Add(s.shape.Latency)
+	}
+	s.queue = append(s.queue, q)
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -355,12 +401,15 @@ func (s *sender) loop() {
 			<-s.wake
 			continue
 		}
-		for _, data := range batch {
+		for _, q := range batch {
+			if wait := time.Until(q.due); wait > 0 {
+				time.Sleep(wait)
+			}
 			var err error
-			stream, err = s.write(stream, data)
+			stream, err = s.write(stream, q.data)
 			if err != nil {
 				s.host.sendFailures.Add(1)
-				s.host.log.Warn("update not delivered", "to", shortID(s.to), "bytes", len(data), "err", err)
+				s.host.log.Warn("update not delivered", "to", shortID(s.to), "bytes", len(q.data), "err", err)
 			}
 		}
 		s.mu.Lock()

@@ -12,8 +12,10 @@ import (
 // the loop goroutine, between events, so they may read the core freely but
 // must return quickly.
 type Hooks struct {
-	// AfterTrain runs after every local iteration.
-	AfterTrain func(n *node.Node)
+	// AfterTrain runs after every local iteration; took is how long the
+	// iteration's computation ran. A testnet uses it to report progress and
+	// to emulate slower nodes.
+	AfterTrain func(n *node.Node, took time.Duration)
 }
 
 // RunStats describe one run of the loop.
@@ -53,12 +55,13 @@ func Run(ctx context.Context, n *node.Node, t Transport, hooks Hooks) (RunStats,
 			return st, err
 		}
 		if n.CanTrain() {
+			trainStart := time.Now()
 			if err := n.Train(); err != nil {
 				st.Wall = time.Since(start)
 				return st, fmt.Errorf("train: %w", err)
 			}
 			if hooks.AfterTrain != nil {
-				hooks.AfterTrain(n)
+				hooks.AfterTrain(n, time.Since(trainStart))
 			}
 			continue
 		}

@@ -31,10 +31,22 @@ type Report struct {
 	// the bytes of the codec frames actually produced.
 	CompressionRatio float64 `json:"compression_ratio"`
 	// ViewsIdentical says whether all nodes ended with bit-identical views.
-	ViewsIdentical       bool              `json:"views_identical"`
-	StalenessObservedMax uint64            `json:"staleness_observed_max"`
-	Rejected             map[string]uint64 `json:"rejected"`
-	PerNode              []NodeReport      `json:"per_node"`
+	ViewsIdentical bool `json:"views_identical"`
+	// WAN names the link profile; Stragglers and Slowdown the slow nodes.
+	WAN        string  `json:"wan"`
+	Stragglers int     `json:"stragglers"`
+	Slowdown   float64 `json:"slowdown"`
+	// IterationsPerSecond is iterations over wall time: the pace of the mesh.
+	IterationsPerSecond float64 `json:"iterations_per_second"`
+	// BlockedSecondsPerNode is the mean time a node waited at its staleness
+	// gate for peers' updates.
+	BlockedSecondsPerNode float64 `json:"blocked_seconds_per_node"`
+	// Staleness of reads, in iterations: t − 1 − min over live q of V[q]
+	// when a node starts iteration t.
+	StalenessObservedMax  uint64            `json:"staleness_observed_max"`
+	StalenessObservedMean float64           `json:"staleness_observed_mean"`
+	Rejected              map[string]uint64 `json:"rejected"`
+	PerNode               []NodeReport      `json:"per_node"`
 	// Curve is node 0's test loss and accuracy against iterations and time.
 	Curve []CurvePoint `json:"curve"`
 }
@@ -93,12 +105,16 @@ func buildReport(cfg Config, cdc codec.Codec, members []*member, curve []CurvePo
 		Iterations:   cfg.Iterations,
 		BatchPerNode: members[0].core.Config().BatchSize,
 		Staleness:    cfg.Staleness,
+		WAN:          cfg.WAN.Name,
+		Stragglers:   cfg.Stragglers,
+		Slowdown:     cfg.Slowdown,
 		WallSeconds:  wall.Seconds(),
 		Rejected:     map[string]uint64{},
 		Curve:        curve,
 	}
 	var lossSum, accSum float64
-	var frameBytes, pairs uint64
+	var frameBytes, pairs, staleSum, reads uint64
+	var blocked float64
 	hasAcc := true
 	for _, m := range members {
 		met := m.core.Evaluate(cfg.Test.Rows)
@@ -124,6 +140,9 @@ func buildReport(cfg Config, cdc codec.Codec, members []*member, curve []CurvePo
 		frameBytes += st.FrameBytes
 		pairs += st.PairsEncoded
 		r.StalenessObservedMax = max(r.StalenessObservedMax, st.StalenessMax)
+		staleSum += st.StalenessSum
+		reads += st.Reads
+		blocked += m.run.Blocked.Seconds()
 		for reason, c := range st.Rejected {
 			r.Rejected[reason] += c
 		}
@@ -138,5 +157,10 @@ func buildReport(cfg Config, cdc codec.Codec, members []*member, curve []CurvePo
 		r.CompressionRatio = 12 * float64(pairs) / float64(frameBytes)
 	}
 	r.ViewsIdentical = viewsIdentical(members)
+	r.BlockedSecondsPerNode = blocked / n
+	if reads > 0 {
+		r.StalenessObservedMean = float64(staleSum) / float64(reads)
+	}
+	r.IterationsPerSecond = float64(cfg.Iterations) / wall.Seconds()
 	return r
 }

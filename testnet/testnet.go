@@ -40,6 +40,15 @@ type Config struct {
 	Codec         string
 	ErrorFeedback bool
 	Staleness     int
+	// WAN shapes the links between nodes; the zero value is loopback TCP.
+	WAN WAN
+	// ComputeTime is extra time each iteration takes, emulating a heavier
+	// model than the one trained.
+	ComputeTime time.Duration
+	// Stragglers is how many nodes (the last ones) run Slowdown times slower:
+	// their computation and their ComputeTime are stretched by that factor.
+	Stragglers int
+	Slowdown   float64
 	// EvalEvery is how often (in iterations) node 0 reports progress with a
 	// test evaluation; 0 picks about 10 reports per run.
 	EvalEvery int
@@ -79,9 +88,18 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("batch above 1 must be a whole row count, got %v", c.Batch)
 	case c.Staleness < 0:
 		return fmt.Errorf("staleness must be >= 0, got %d", c.Staleness)
+	case c.Stragglers < 0 || c.Stragglers > c.Nodes:
+		return fmt.Errorf("stragglers must be between 0 and the %d nodes, got %d", c.Nodes, c.Stragglers)
+	case c.Stragglers > 0 && !(c.Slowdown >= 1) || math.IsInf(c.Slowdown, 0):
+		return fmt.Errorf("slowdown must be a finite factor >= 1, got %v", c.Slowdown)
+	case c.ComputeTime < 0:
+		return fmt.Errorf("compute time must be >= 0, got %v", c.ComputeTime)
 	}
 	if _, err := codec.ByName(c.Codec); err != nil {
 		return err
+	}
+	if c.WAN.Name == "" {
+		c.WAN.Name = "lan"
 	}
 	if c.EvalEvery <= 0 {
 		c.EvalEvery = max(1, c.Iterations/10)
@@ -196,10 +214,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, m := range members {
-		hooks := mesh.Hooks{}
-		if i == 0 {
-			hooks.AfterTrain = observe
-		}
+		hooks := mesh.Hooks{AfterTrain: cfg.pace(i, observe)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -222,8 +237,31 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return buildReport(cfg, cdc, members, curve, wall), nil
 }
 
+// pace returns node i's hook: it stretches the iteration to emulate compute
+// time and stragglers, and on node 0 it reports progress.
+func (c *Config) pace(i int, observe func(*node.Node)) func(*node.Node, time.Duration) {
+	factor := 1.0
+	if i >= c.Nodes-c.Stragglers {
+		factor = c.Slowdown
+	}
+	return func(n *node.Node, took time.Duration) {
+		extra := time.Duration((factor-1)*float64(took) + factor*float64(c.ComputeTime))
+		if extra > 0 {
+			time.Sleep(extra)
+		}
+		if i == 0 {
+			observe(n)
+		}
+	}
+}
+
+// startHosts starts one libp2p host per node on 127.0.0.1 and connects every
+// pair; with an emulated WAN, each host shapes its sends per peer.
 func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
 	members := make([]*member, 0, cfg.Nodes)
+	// index maps a peer id to its node number; shapers read it only after
+	// every host has started.
+	index := map[string]int{}
 	fail := func(err error) ([]*member, error) {
 		for _, m := range members {
 			_ = m.host.Close()
@@ -235,15 +273,20 @@ func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
 		if err != nil {
 			return fail(err)
 		}
-		h, err := mesh.NewHost(mesh.HostConfig{
+		hc := mesh.HostConfig{
 			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
 			Key:         key,
 			Logger:      cfg.Logger,
-		})
+		}
+		if cfg.WAN.Emulated() {
+			hc.Shape = func(to string) mesh.LinkShape { return cfg.WAN.LinkBetween(i, index[to]) }
+		}
+		h, err := mesh.NewHost(hc)
 		if err != nil {
 			return fail(fmt.Errorf("node %d: %w", i, err))
 		}
 		members = append(members, &member{host: h})
+		index[h.ID()] = i
 	}
 	// Every node dials the nodes after it, so each pair shares one connection.
 	for i, a := range members {
