@@ -32,7 +32,8 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"testnet": {"run a local mesh of real libp2p nodes on one machine and report how it trained", runTestnet},
+		"testnet":  {"run a local mesh of real libp2p nodes on one machine and report how it trained", runTestnet},
+		"topology": {"build the Halton overlay for P members and measure it against a full mesh", runTopology},
 	}
 }
 

@@ -37,6 +37,7 @@ type testnetFlags struct {
 	json          bool
 	logLevel      string
 	wan           string
+	topology      string
 	stragglers    int
 	slowdown      float64
 	computeTime   time.Duration
@@ -60,6 +61,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.codec, "codec", "raw", "update codec: "+strings.Join(codec.Names(), ", "))
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update")
 	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
+	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links per node, updates relayed along broadcast trees) or full (everyone sends to everyone)")
 	fs.StringVar(&f.wan, "wan", "lan", "links between nodes: lan (loopback TCP, no shaping), geo3 (3 sites: 1 ms and 1 Gbit/s inside, 40/80/120 ms and 100 Mbit/s between), or latency=50ms,bandwidth=100Mbit")
 	fs.IntVar(&f.stragglers, "stragglers", 0, "number of nodes that run --slowdown times slower")
 	fs.Float64Var(&f.slowdown, "slowdown", 3, "how many times slower each straggler computes (>= 1)")
@@ -83,6 +85,9 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		return cfg, err
 	}
 	if err := oneOf("codec", f.codec, codec.Names()...); err != nil {
+		return cfg, err
+	}
+	if err := oneOf("topology", f.topology, "halton", "full"); err != nil {
 		return cfg, err
 	}
 	switch {
@@ -142,6 +147,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		Codec:         f.codec,
 		ErrorFeedback: f.errorFeedback,
 		Staleness:     f.staleness,
+		Topology:      f.topology,
 		WAN:           wan,
 		Stragglers:    f.stragglers,
 		Slowdown:      f.slowdown,
@@ -204,8 +210,8 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s, codec %s, staleness %d, links %s, %d iterations\n",
-		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.Codec, cfg.Staleness, cfg.WAN.Name, cfg.Iterations)
+	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s, codec %s, staleness %d, %s overlay, links %s, %d iterations\n",
+		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.Codec, cfg.Staleness, cfg.Topology, cfg.WAN.Name, cfg.Iterations)
 	switch {
 	case f.sweepStale != "":
 		values, err := parseStalenessList(f.sweepStale)
@@ -263,8 +269,10 @@ func printSummary(w io.Writer, r *testnet.Report) {
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\n%d nodes, %s, %s, codec %s, %d iterations in %.2fs\n", r.Nodes, r.Model, r.Dataset, r.Codec, r.Iterations, r.WallSeconds)
 	fmt.Fprintf(w, "final test accuracy %s, test loss %.4f (mean over nodes)\n", pct(r.FinalTestAccuracy), r.FinalTestLoss)
-	fmt.Fprintf(w, "sent %s in all, %s per node per iteration; views identical: %v\n",
-		humanBytes(float64(r.BytesSentTotal)), humanBytes(r.BytesSentPerNodePerIteration), r.ViewsIdentical)
+	fmt.Fprintf(w, "sent %s in all, %s and %.1f messages per node per iteration; %s overlay, %.1f links per node, %.2f hops per update\n",
+		humanBytes(float64(r.BytesSentTotal)), humanBytes(r.BytesSentPerNodePerIteration), r.MessagesPerNodePerIteration, r.Topology, r.LinksPerNode, r.MeanUpdateHops)
+	fmt.Fprintf(w, "staleness bound %d: reads were at most %d and on average %.2f iterations stale; %.2fs blocked per node; views identical: %v\n",
+		r.Staleness, r.StalenessObservedMax, r.StalenessObservedMean, r.BlockedSecondsPerNode, r.ViewsIdentical)
 }
 
 func pct(v *float64) string {

@@ -32,6 +32,13 @@ type Report struct {
 	CompressionRatio float64 `json:"compression_ratio"`
 	// ViewsIdentical says whether all nodes ended with bit-identical views.
 	ViewsIdentical bool `json:"views_identical"`
+	// Topology is the overlay; LinksPerNode the mean number of peers a node
+	// holds a connection to; MeanUpdateHops the mean hops from origin to
+	// receiver along the overlay's broadcast trees.
+	Topology                    string  `json:"topology"`
+	LinksPerNode                float64 `json:"links_per_node"`
+	MessagesPerNodePerIteration float64 `json:"messages_per_node_per_iteration"`
+	MeanUpdateHops              float64 `json:"mean_update_hops"`
 	// WAN names the link profile; Stragglers and Slowdown the slow nodes.
 	WAN        string  `json:"wan"`
 	Stragglers int     `json:"stragglers"`
@@ -94,27 +101,29 @@ func optional(v float64) *float64 {
 	return &v
 }
 
-func buildReport(cfg Config, cdc codec.Codec, members []*member, curve []CurvePoint, wall time.Duration) *Report {
+func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, curve []CurvePoint, wall time.Duration) *Report {
 	r := &Report{
-		Nodes:        cfg.Nodes,
-		Model:        string(cfg.Model),
-		Optimizer:    string(cfg.Optimizer),
-		Codec:        cdc.Name(),
-		Dataset:      cfg.Train.Name,
-		TestDataset:  cfg.Test.Name,
-		Iterations:   cfg.Iterations,
-		BatchPerNode: members[0].core.Config().BatchSize,
-		Staleness:    cfg.Staleness,
-		WAN:          cfg.WAN.Name,
-		Stragglers:   cfg.Stragglers,
-		Slowdown:     cfg.Slowdown,
-		WallSeconds:  wall.Seconds(),
-		Rejected:     map[string]uint64{},
-		Curve:        curve,
+		Nodes:          cfg.Nodes,
+		Model:          string(cfg.Model),
+		Optimizer:      string(cfg.Optimizer),
+		Codec:          cdc.Name(),
+		Dataset:        cfg.Train.Name,
+		TestDataset:    cfg.Test.Name,
+		Iterations:     cfg.Iterations,
+		BatchPerNode:   members[0].core.Config().BatchSize,
+		Staleness:      cfg.Staleness,
+		WAN:            cfg.WAN.Name,
+		Topology:       cfg.Topology,
+		MeanUpdateHops: router.MeanHops(),
+		Stragglers:     cfg.Stragglers,
+		Slowdown:       cfg.Slowdown,
+		WallSeconds:    wall.Seconds(),
+		Rejected:       map[string]uint64{},
+		Curve:          curve,
 	}
 	var lossSum, accSum float64
 	var frameBytes, pairs, staleSum, reads uint64
-	var blocked float64
+	var blocked, links float64
 	hasAcc := true
 	for _, m := range members {
 		met := m.core.Evaluate(cfg.Test.Rows)
@@ -143,6 +152,7 @@ func buildReport(cfg Config, cdc codec.Codec, members []*member, curve []CurvePo
 		staleSum += st.StalenessSum
 		reads += st.Reads
 		blocked += m.run.Blocked.Seconds()
+		links += float64(len(m.host.Libp2p().Network().Peers()))
 		for reason, c := range st.Rejected {
 			r.Rejected[reason] += c
 		}
@@ -158,6 +168,8 @@ func buildReport(cfg Config, cdc codec.Codec, members []*member, curve []CurvePo
 	}
 	r.ViewsIdentical = viewsIdentical(members)
 	r.BlockedSecondsPerNode = blocked / n
+	r.LinksPerNode = links / n
+	r.MessagesPerNodePerIteration = float64(r.MessagesSentTotal) / n / float64(cfg.Iterations)
 	if reads > 0 {
 		r.StalenessObservedMean = float64(staleSum) / float64(reads)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
@@ -40,6 +41,9 @@ type Config struct {
 	Codec         string
 	ErrorFeedback bool
 	Staleness     int
+	// Topology is "halton" (the default: O(log P) links per node, updates
+	// relayed along broadcast trees) or "full" (everyone sends to everyone).
+	Topology string
 	// WAN shapes the links between nodes; the zero value is loopback TCP.
 	WAN WAN
 	// ComputeTime is extra time each iteration takes, emulating a heavier
@@ -97,6 +101,13 @@ func (c *Config) Validate() error {
 	}
 	if _, err := codec.ByName(c.Codec); err != nil {
 		return err
+	}
+	switch c.Topology {
+	case "":
+		c.Topology = "halton"
+	case "halton", "full":
+	default:
+		return fmt.Errorf("unknown topology %q (want halton or full)", c.Topology)
 	}
 	if c.WAN.Name == "" {
 		c.WAN.Name = "lan"
@@ -163,6 +174,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i, m := range members {
 		ids[i] = m.host.ID()
 	}
+	router := newRouter(cfg.Topology, ids)
+	if err := connect(ctx, members, router); err != nil {
+		return nil, err
+	}
 	shuffled := cfg.Train.Shuffled(int64(cfg.Seed))
 	for i, m := range members {
 		m.shard = shuffled.Shard(i, cfg.Nodes)
@@ -182,6 +197,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			BatchSize:     cfg.batchRows(len(m.shard.Rows)),
 			Seed:          cfg.Seed,
 			Shard:         m.shard.Rows,
+			Router:        router,
 		})
 		if err != nil {
 			return nil, err
@@ -234,7 +250,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("testnet interrupted: %w", err)
 	}
-	return buildReport(cfg, cdc, members, curve, wall), nil
+	return buildReport(cfg, cdc, router, members, curve, wall), nil
 }
 
 // pace returns node i's hook: it stretches the iteration to emulate compute
@@ -288,15 +304,6 @@ func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
 		members = append(members, &member{host: h})
 		index[h.ID()] = i
 	}
-	// Every node dials the nodes after it, so each pair shares one connection.
-	for i, a := range members {
-		for _, b := range members[i+1:] {
-			info := peer.AddrInfo{ID: b.host.Libp2p().ID(), Addrs: b.host.Libp2p().Addrs()}
-			if err := a.host.Connect(ctx, info); err != nil {
-				return fail(err)
-			}
-		}
-	}
 	return members, nil
 }
 
@@ -313,6 +320,60 @@ func nodeKey(seed uint64, i int) (crypto.PrivKey, error) {
 		return nil, fmt.Errorf("derive key of node %d: %w", i, err)
 	}
 	return key, nil
+}
+
+// newRouter returns the overlay a topology names.
+func newRouter(topology string, ids []string) Router {
+	if topology == "full" {
+		return fullRouter{node.NewFullMesh(ids), len(ids)}
+	}
+	return haltonRouter{halton.Build(ids)}
+}
+
+// Router is the overlay of a run: how updates are relayed, and which pairs
+// of nodes hold a link.
+type Router interface {
+	node.Router
+	// Linked lists the peers a node opens links to.
+	Linked(id string) []string
+	// MeanHops is the mean number of hops an update takes to a receiver.
+	MeanHops() float64
+}
+
+type fullRouter struct {
+	node.FullMesh
+	n int
+}
+
+func (f fullRouter) Linked(id string) []string { return f.Forward(id, id) }
+func (f fullRouter) MeanHops() float64 {
+	if f.n < 2 {
+		return 0
+	}
+	return 1
+}
+
+type haltonRouter struct{ *halton.Overlay }
+
+func (h haltonRouter) Linked(id string) []string { return h.Out(id) }
+
+// connect dials every overlay link, so each node holds connections to its
+// neighbours only.
+func connect(ctx context.Context, members []*member, r Router) error {
+	byID := make(map[string]*member, len(members))
+	for _, m := range members {
+		byID[m.host.ID()] = m
+	}
+	for _, a := range members {
+		for _, id := range r.Linked(a.host.ID()) {
+			b := byID[id]
+			info := peer.AddrInfo{ID: b.host.Libp2p().ID(), Addrs: b.host.Libp2p().Addrs()}
+			if err := a.host.Connect(ctx, info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func totalBytes(members []*member) uint64 {

@@ -36,7 +36,7 @@ func TestFourNodesBitIdentical(t *testing.T) {
 	train, test := builtin(t, "rcv1")
 	rep := run(t, Config{
 		Nodes: 4, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 20, Seed: 1, Codec: "raw",
+		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 20, Seed: 1, Codec: "raw", Topology: "full",
 	})
 	if !rep.ViewsIdentical {
 		t.Fatal("views differ after 20 bulk-synchronous iterations")
@@ -93,6 +93,44 @@ func TestFourNodesMatchSingleNode(t *testing.T) {
 	}
 }
 
+// Relaying along the Halton overlay delivers exactly what the full mesh
+// delivers: 16 nodes end with the same model, bit for bit, while each node
+// holds O(log P) links instead of P-1.
+func TestHaltonMatchesFullMeshBitForBit(t *testing.T) {
+	train, test := builtin(t, "rcv1")
+	cfg := Config{
+		Nodes: 16, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
+		LR: 0.02, L2: 1e-4, Batch: 0.2, Iterations: 15, Seed: 4, Codec: "raw",
+	}
+	cfg.Topology = "full"
+	full := run(t, cfg)
+	cfg.Topology = "halton"
+	relayed := run(t, cfg)
+	if !full.ViewsIdentical || !relayed.ViewsIdentical {
+		t.Fatalf("views identical: full %v, halton %v", full.ViewsIdentical, relayed.ViewsIdentical)
+	}
+	for i := range full.PerNode {
+		f, h := full.PerNode[i], relayed.PerNode[i]
+		if f.TestLoss != h.TestLoss || f.UpdatesApplied != 16*15 || h.UpdatesApplied != 16*15 {
+			t.Fatalf("node %d: test loss %v (full) vs %v (halton), applied %d and %d", i, f.TestLoss, h.TestLoss, f.UpdatesApplied, h.UpdatesApplied)
+		}
+	}
+	var relays uint64
+	for _, n := range relayed.PerNode {
+		relays += n.UpdatesRelayed
+	}
+	if relays == 0 {
+		t.Fatal("no update was relayed on the halton overlay")
+	}
+	if relayed.LinksPerNode >= full.LinksPerNode || relayed.MessagesPerNodePerIteration >= full.MessagesPerNodePerIteration {
+		t.Fatalf("halton: %.1f links and %.1f messages per node per iteration; full: %.1f and %.1f",
+			relayed.LinksPerNode, relayed.MessagesPerNodePerIteration, full.LinksPerNode, full.MessagesPerNodePerIteration)
+	}
+	if len(relayed.Rejected) != 0 {
+		t.Fatalf("halton run rejected %v", relayed.Rejected)
+	}
+}
+
 func TestValidateRejectsBadConfig(t *testing.T) {
 	train, test := builtin(t, "rcv1")
 	good := Config{Nodes: 2, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.SGD,
@@ -106,6 +144,7 @@ func TestValidateRejectsBadConfig(t *testing.T) {
 		"unknown codec":   func(c *Config) { c.Codec = "gzip9" },
 		"no test data":    func(c *Config) { c.Test = nil },
 		"negative s":      func(c *Config) { c.Staleness = -1 },
+		"unknown overlay": func(c *Config) { c.Topology = "ring" },
 	}
 	for name, mutate := range cases {
 		c := good

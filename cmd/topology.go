@@ -1,0 +1,46 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/sketchmesh/sketchmesh/halton"
+)
+
+func runTopology(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("topology", flag.ContinueOnError)
+	nodes := fs.Int("nodes", 64, "number of members P (1-65536)")
+	seed := fs.Int64("seed", 1, "seed of the synthetic member ids and of the joining and leaving member")
+	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the table")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sketchmesh topology [flags]\n\nBuilds the Halton overlay for P members and measures it against a full mesh.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if *nodes < 1 || *nodes > 1<<16 {
+		return badInput("--nodes %d: want 1 to 65536", *nodes)
+	}
+	r := halton.Analyze(*nodes, *seed)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "members\t%d\t\n", r.Nodes)
+	fmt.Fprintf(tw, "construction\t%s\t\n", r.Construction)
+	fmt.Fprintf(tw, "connected\t%v\t\n", r.Connected)
+	fmt.Fprintf(tw, "out-degree max / mean\t%d / %.2f\t(bound ⌈log2 P⌉+1)\n", r.OutDegreeMax, r.OutDegreeMean)
+	fmt.Fprintf(tw, "diameter\t%d hops\t(bound %d)\n", r.Diameter, r.DiameterBound)
+	fmt.Fprintf(tw, "mean hops\t%.2f\t\n", r.MeanHops)
+	fmt.Fprintf(tw, "links per node\t%.2f\t(full mesh %d)\n", r.LinksPerNode, r.FullMeshLinksPerNode)
+	fmt.Fprintf(tw, "messages per iteration\t%d\t(full mesh %d)\n", r.MessagesPerIteration, r.FullMeshMessagesPerIteration)
+	fmt.Fprintf(tw, "edges changed by a join / leave\t%d / %d\t\n", r.EdgesChangedJoin, r.EdgesChangedLeave)
+	return tw.Flush()
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package halton
+
+const raceEnabled = false
