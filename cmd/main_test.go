@@ -136,3 +136,28 @@ func TestUnknownCommand(t *testing.T) {
 		t.Fatalf("no-argument usage: exit %d, stderr %q", code, errOut)
 	}
 }
+
+func TestTopologyJSON(t *testing.T) {
+	code, out, errOut := runMain("topology", "--nodes", "100", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Nodes        int  `json:"nodes"`
+		Connected    bool `json:"connected"`
+		Diameter     int  `json:"diameter"`
+		OutDegreeMax int  `json:"out_degree_max"`
+		Messages     int  `json:"messages_per_iteration"`
+		FullMessages int  `json:"full_mesh_messages_per_iteration"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	// ⌈log2 100⌉ = 7: degree at most 8, diameter at most 8.
+	if r.Nodes != 100 || !r.Connected || r.Diameter > 8 || r.OutDegreeMax > 8 || r.FullMessages != 9900 || r.Messages >= r.FullMessages {
+		t.Fatalf("report %+v", r)
+	}
+	if code, _, errOut := runMain("topology", "--nodes", "0"); code != 2 || !strings.Contains(errOut, "--nodes 0") {
+		t.Fatalf("--nodes 0: exit %d, stderr %q", code, errOut)
+	}
+}
