@@ -38,6 +38,7 @@ type testnetFlags struct {
 	logLevel      string
 	wan           string
 	topology      string
+	relayWindow   time.Duration
 	stragglers    int
 	slowdown      float64
 	computeTime   time.Duration
@@ -62,6 +63,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update")
 	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links per node, updates relayed along broadcast trees) or full (everyone sends to everyone)")
+	fs.DurationVar(&f.relayWindow, "relay-window", time.Millisecond, "how long a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
 	fs.StringVar(&f.wan, "wan", "lan", "links between nodes: lan (loopback TCP, no shaping), geo3 (3 sites: 1 ms and 1 Gbit/s inside, 40/80/120 ms and 100 Mbit/s between), or latency=50ms,bandwidth=100Mbit")
 	fs.IntVar(&f.stragglers, "stragglers", 0, "number of nodes that run --slowdown times slower")
 	fs.Float64Var(&f.slowdown, "slowdown", 3, "how many times slower each straggler computes (>= 1)")
@@ -109,6 +111,8 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		return cfg, badInput("--stragglers %d: want 0 to --nodes (%d)", f.stragglers, f.nodes)
 	case !(f.slowdown >= 1) || math.IsInf(f.slowdown, 0):
 		return cfg, badInput("--slowdown %v: want a finite factor >= 1", f.slowdown)
+	case f.relayWindow < 0:
+		return cfg, badInput("--relay-window %v: want >= 0", f.relayWindow)
 	case f.computeTime < 0:
 		return cfg, badInput("--compute-time %v: want >= 0", f.computeTime)
 	case f.targetLoss < 0:
@@ -148,6 +152,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		ErrorFeedback: f.errorFeedback,
 		Staleness:     f.staleness,
 		Topology:      f.topology,
+		RelayWindow:   f.relayWindow,
 		WAN:           wan,
 		Stragglers:    f.stragglers,
 		Slowdown:      f.slowdown,

@@ -65,7 +65,7 @@ func TestHostileFramesAreDroppedAndCounted(t *testing.T) {
 	done := make(chan error, 2)
 	for i, h := range []*Host{a, b} {
 		go func() {
-			_, err := Run(ctx, cores[i], h, Hooks{})
+			_, err := Run(ctx, cores[i], h, Options{})
 			done <- err
 		}()
 	}

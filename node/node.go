@@ -469,6 +469,9 @@ func (n *Node) observeStaleness() {
 
 func (n *Node) reject(reason string) { n.stats.Rejected[reason]++ }
 
+// HasReady reports whether messages are queued for Ready.
+func (n *Node) HasReady() bool { return len(n.outbox) > 0 }
+
 // Ready returns the messages queued since the last call: one envelope per
 // next hop, batching every update due to it.
 func (n *Node) Ready() Ready {

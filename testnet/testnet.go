@@ -44,6 +44,9 @@ type Config struct {
 	// Topology is "halton" (the default: O(log P) links per node, updates
 	// relayed along broadcast trees) or "full" (everyone sends to everyone).
 	Topology string
+	// RelayWindow is how long a node keeps collecting arrivals before it
+	// forwards them, so relays batch (see mesh.Options).
+	RelayWindow time.Duration
 	// WAN shapes the links between nodes; the zero value is loopback TCP.
 	WAN WAN
 	// ComputeTime is extra time each iteration takes, emulating a heavier
@@ -96,6 +99,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("stragglers must be between 0 and the %d nodes, got %d", c.Nodes, c.Stragglers)
 	case c.Stragglers > 0 && !(c.Slowdown >= 1) || math.IsInf(c.Slowdown, 0):
 		return fmt.Errorf("slowdown must be a finite factor >= 1, got %v", c.Slowdown)
+	case c.RelayWindow < 0:
+		return fmt.Errorf("relay window must be >= 0, got %v", c.RelayWindow)
 	case c.ComputeTime < 0:
 		return fmt.Errorf("compute time must be >= 0, got %v", c.ComputeTime)
 	}
@@ -230,11 +235,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, m := range members {
-		hooks := mesh.Hooks{AfterTrain: cfg.pace(i, observe)}
+		opts := mesh.Options{AfterTrain: cfg.pace(i, observe), RelayWindow: cfg.RelayWindow}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.run, m.runErr = mesh.Run(runCtx, m.core, m.host, hooks)
+			m.run, m.runErr = mesh.Run(runCtx, m.core, m.host, opts)
 			if m.runErr != nil {
 				cancel()
 			}
