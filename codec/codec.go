@@ -44,7 +44,10 @@ type ID byte
 
 // Codec ids as written on the wire. Values are stable: never renumber.
 const (
-	IDRaw ID = 1
+	IDRaw      ID = 1
+	IDSketchML ID = 2
+	IDUniform8 ID = 3
+	IDZstd     ID = 4
 )
 
 // Errors returned by decoders and encoders. Decoding errors wrap ErrCorrupt,

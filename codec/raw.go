@@ -80,3 +80,12 @@ func decodeRaw(body []byte) (Sparse, error) {
 	}
 	return u, nil
 }
+
+// encode is Encode with the statistics Measure reports.
+func (r Raw) encode(dst []byte, u Sparse, _ bool) ([]byte, frameStats, error) {
+	dst, err := r.Encode(dst, u)
+	if u.Dense() {
+		return dst, frameStats{}, err
+	}
+	return dst, frameStats{keyBytes: 8 * len(u.Keys)}, err
+}
