@@ -32,8 +32,9 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"testnet":  {"run a local mesh of real libp2p nodes on one machine and report how it trained", runTestnet},
-		"topology": {"build the Halton overlay for P members and measure it against a full mesh", runTopology},
+		"codec-bench": {"measure the update codecs on real gradients: size, error, speed", runCodecBench},
+		"testnet":     {"run a local mesh of real libp2p nodes on one machine and report how it trained", runTestnet},
+		"topology":    {"build the Halton overlay for P members and measure it against a full mesh", runTopology},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
@@ -32,20 +33,23 @@ type testnetFlags struct {
 	seed          uint64
 	codec         string
 	errorFeedback bool
-	staleness     int
-	evalEvery     int
-	json          bool
-	logLevel      string
-	wan           string
-	topology      string
-	relayWindow   time.Duration
-	stragglers    int
-	slowdown      float64
-	computeTime   time.Duration
-	sweepStale    string
-	compare       string
-	targetLoss    float64
-	plot          string
+	// errorFeedbackSet records that the user gave --error-feedback.
+	errorFeedbackSet bool
+	staleness        int
+	evalEvery        int
+	json             bool
+	logLevel         string
+	wan              string
+	topology         string
+	relayWindow      time.Duration
+	sfb              string
+	stragglers       int
+	slowdown         float64
+	computeTime      time.Duration
+	sweepStale       string
+	compare          string
+	targetLoss       float64
+	plot             string
 }
 
 func (f *testnetFlags) register(fs *flag.FlagSet) {
@@ -59,10 +63,11 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.batch, "batch", 0.1, "mini-batch per node: a fraction of its shard when below 1, else a row count")
 	fs.IntVar(&f.iterations, "iterations", 100, "iterations each node runs (>= 1)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for the shuffle, the shards and mini-batch sampling")
-	fs.StringVar(&f.codec, "codec", "raw", "update codec: "+strings.Join(codec.Names(), ", "))
+	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update")
 	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links per node, updates relayed along broadcast trees) or full (everyone sends to everyone)")
+	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factor broadcasting for softmax: off (send the matrix delta), always (send the factors), auto (whichever encodes smaller, per frame); needs --optimizer sgd and --l2 0, and turns error feedback off")
 	fs.DurationVar(&f.relayWindow, "relay-window", time.Millisecond, "how long a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
 	fs.StringVar(&f.wan, "wan", "lan", "links between nodes: lan (loopback TCP, no shaping), geo3 (3 sites: 1 ms and 1 Gbit/s inside, 40/80/120 ms and 100 Mbit/s between), or latency=50ms,bandwidth=100Mbit")
 	fs.IntVar(&f.stragglers, "stragglers", 0, "number of nodes that run --slowdown times slower")
@@ -91,6 +96,22 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	}
 	if err := oneOf("topology", f.topology, "halton", "full"); err != nil {
 		return cfg, err
+	}
+	if err := oneOf("sfb", f.sfb, "off", "auto", "always"); err != nil {
+		return cfg, err
+	}
+	if f.sfb != "off" {
+		switch {
+		case f.model != "softmax":
+			return cfg, badInput("--sfb %s: sufficient factors are for --model softmax, not %s", f.sfb, f.model)
+		case f.optimizer != "sgd":
+			return cfg, badInput("--sfb %s: factors are exact only for plain SGD; --optimizer %s scales each coordinate and breaks the low rank", f.sfb, f.optimizer)
+		case f.l2 != 0:
+			return cfg, badInput("--sfb %s: an L2 term is not low-rank; use --l2 0", f.sfb)
+		case f.errorFeedback && f.errorFeedbackSet:
+			return cfg, badInput("--sfb %s: error feedback cannot ride on factors; drop --error-feedback", f.sfb)
+		}
+		f.errorFeedback = false
 	}
 	switch {
 	case f.nodes < 1 || f.nodes > 256:
@@ -153,6 +174,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		Staleness:     f.staleness,
 		Topology:      f.topology,
 		RelayWindow:   f.relayWindow,
+		Factors:       node.FactorMode(f.sfb),
 		WAN:           wan,
 		Stragglers:    f.stragglers,
 		Slowdown:      f.slowdown,
@@ -211,6 +233,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
+	fs.Visit(func(fl *flag.Flag) { f.errorFeedbackSet = f.errorFeedbackSet || fl.Name == "error-feedback" })
 	cfg, err := f.config(stderr)
 	if err != nil {
 		return err

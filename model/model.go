@@ -85,6 +85,31 @@ func (m *Model) Config() Config { return m.cfg }
 // NumParams is the length of the parameter view.
 func (m *Model) NumParams() int { return m.blocks * int(m.stride) }
 
+// Blocks is the number of output blocks: the classes of a softmax model, 1
+// for the others.
+func (m *Model) Blocks() int { return m.blocks }
+
+// Stride is the number of keys in one block: the features plus the bias.
+func (m *Model) Stride() uint64 { return m.stride }
+
+// ScoreGradients returns, per row, the derivative of the row's loss with
+// respect to each block's score (Blocks() values), and the mean loss. The
+// mean gradient is (1/len(rows)) Σ_i dz_i ⊗ (1, x_i) plus the L2 term: the
+// sufficient factors of the update.
+func (m *Model) ScoreGradients(w []float64, rows []dataset.Row) ([][]float64, float64) {
+	scores := make([]float64, m.blocks)
+	out := make([][]float64, len(rows))
+	var loss float64
+	for i := range rows {
+		out[i] = make([]float64, m.blocks)
+		loss += m.rowLoss(w, &rows[i], scores, out[i])
+	}
+	if len(rows) == 0 {
+		return out, 0
+	}
+	return out, loss / float64(len(rows))
+}
+
 // HasAccuracy reports whether the model is a classifier.
 func (m *Model) HasAccuracy() bool { return m.cfg.Kind != LinearRegression }
 

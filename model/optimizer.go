@@ -30,6 +30,8 @@ type Optimizer interface {
 	Update(g Gradient, scale float64) []float64
 	// Kind names the optimizer.
 	Kind() OptimizerKind
+	// Rate is the learning rate.
+	Rate() float64
 }
 
 // NewOptimizer returns an optimizer for a model with numParams parameters.
@@ -49,6 +51,7 @@ func NewOptimizer(kind OptimizerKind, lr float64, numParams int) (Optimizer, err
 type sgd struct{ lr float64 }
 
 func (o *sgd) Kind() OptimizerKind { return SGD }
+func (o *sgd) Rate() float64       { return o.lr }
 
 func (o *sgd) Update(g Gradient, scale float64) []float64 {
 	out := make([]float64, len(g.Values))
@@ -68,6 +71,7 @@ type adam struct {
 }
 
 func (o *adam) Kind() OptimizerKind { return Adam }
+func (o *adam) Rate() float64       { return o.lr }
 
 func (o *adam) Update(g Gradient, scale float64) []float64 {
 	o.steps++

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"slices"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/sfb"
 )
 
 // Router decides the overlay: to which next hops a node forwards an update.
@@ -68,7 +70,28 @@ type Config struct {
 	Shard []dataset.Row
 	// Router decides relaying; nil means a full mesh over Members.
 	Router Router
+	// Factors selects sufficient factor broadcasting (package sfb) for
+	// softmax models: FactorsOff sends the matrix delta, FactorsAlways the
+	// factors, FactorsAuto whichever encodes smaller, frame by frame.
+	Factors FactorMode
+	// MaxUpdateNorm bounds the norm of an incoming factor update (Σ‖b‖·‖c‖);
+	// 0 means no bound. Updates above it are rejected.
+	MaxUpdateNorm float64
 }
+
+// FactorMode selects how a softmax node sends its updates.
+type FactorMode string
+
+// The factor modes.
+const (
+	FactorsOff    FactorMode = "off"
+	FactorsAuto   FactorMode = "auto"
+	FactorsAlways FactorMode = "always"
+)
+
+// ErrFactorConfig is returned by New for a factor mode the model or the
+// optimizer cannot honour.
+var ErrFactorConfig = errors.New("sufficient factors need softmax, plain SGD, no L2 and no error feedback")
 
 // Rejection reasons, as counted in Stats.Rejected.
 const (
@@ -79,6 +102,8 @@ const (
 	RejectClockAhead  = "clock_ahead"
 	RejectBadFrame    = "bad_frame"
 	RejectBadShape    = "bad_shape"
+	RejectBadFactors  = "bad_factors"
+	RejectNorm        = "norm"
 )
 
 // Stats are a node's counters. All byte counts are envelope bytes as handed
@@ -91,8 +116,11 @@ type Stats struct {
 	BytesSent      uint64
 	FrameBytes     uint64 // bytes of this node's own codec frames
 	PairsEncoded   uint64 // key/value pairs in this node's own frames
-	Rejected       map[string]uint64
-	LastLoss       float64 // mean training loss of the last mini-batch
+	// Frames of this node's own updates, by form.
+	FactorFramesSent uint64
+	DeltaFramesSent  uint64
+	Rejected         map[string]uint64
+	LastLoss         float64 // mean training loss of the last mini-batch
 	// Staleness observed at each read (the start of an iteration).
 	StalenessMax uint64
 	StalenessSum uint64
@@ -158,6 +186,25 @@ func New(cfg Config) (*Node, error) {
 	}
 	if len(cfg.Shard) == 0 {
 		return nil, fmt.Errorf("node %s: empty training shard", cfg.ID)
+	}
+	switch cfg.Factors {
+	case "":
+		cfg.Factors = FactorsOff
+	case FactorsOff:
+	case FactorsAuto, FactorsAlways:
+		mc := cfg.Model.Config()
+		switch {
+		case mc.Kind != model.Softmax:
+			return nil, fmt.Errorf("%w: the model is %s", ErrFactorConfig, mc.Kind)
+		case cfg.Optimizer.Kind() != model.SGD:
+			return nil, fmt.Errorf("%w: the optimizer is %s, whose per-coordinate scaling breaks the low rank", ErrFactorConfig, cfg.Optimizer.Kind())
+		case mc.L2 != 0:
+			return nil, fmt.Errorf("%w: l2 is %v", ErrFactorConfig, mc.L2)
+		case cfg.ErrorFeedback:
+			return nil, fmt.Errorf("%w: error feedback is on, and a residual cannot ride on factors", ErrFactorConfig)
+		}
+	default:
+		return nil, fmt.Errorf("node: unknown factor mode %q (want off, auto or always)", cfg.Factors)
 	}
 	members := slices.Clone(cfg.Members)
 	slices.Sort(members)
@@ -289,13 +336,13 @@ func (n *Node) Train() error {
 	delta := n.cfg.Optimizer.Update(g, 1/float64(len(n.Live())))
 	intended := n.withResidual(g.Keys, delta)
 
-	frame, err := n.cfg.Codec.Encode(nil, intended)
+	frame, err := n.encode(view, batch, intended)
 	if err != nil {
 		return fmt.Errorf("node %s: encode update %d: %w", n.cfg.ID, t, err)
 	}
-	decoded, err := codec.Decode(frame)
-	if err != nil {
-		return fmt.Errorf("node %s: decode own update %d: %w", n.cfg.ID, t, err)
+	decoded, reason := n.decode(frame)
+	if reason != "" {
+		return fmt.Errorf("node %s: own update %d does not decode (%s)", n.cfg.ID, t, reason)
 	}
 	if n.residual != nil {
 		for i, k := range intended.Keys {
@@ -317,37 +364,20 @@ func (n *Node) Train() error {
 }
 
 // withResidual turns the optimizer's update into float32 pairs, adding the
-// residual the codec left from earlier updates when error feedback is on.
+// residual the codec left at the same keys when error feedback is on. The
+// residual rides only on keys the update already carries: carrying all of it
+// would grow every update to the union of all keys ever touched and undo the
+// compression; a key's residual waits until the key is updated again.
 func (n *Node) withResidual(keys []uint64, delta []float64) codec.Sparse {
-	if n.residual == nil {
-		u := codec.Sparse{Keys: slices.Clone(keys), Values: make([]float32, len(delta))}
-		if u.Keys == nil {
-			u.Keys = []uint64{}
+	u := codec.Sparse{Keys: slices.Clone(keys), Values: make([]float32, len(delta))}
+	if u.Keys == nil {
+		u.Keys = []uint64{}
+	}
+	for i, d := range delta {
+		if n.residual != nil {
+			d += n.residual[keys[i]]
 		}
-		for i, d := range delta {
-			u.Values[i] = float32(d)
-		}
-		return u
-	}
-	// Carry every non-zero residual: merge its keys with the gradient's.
-	acc := map[uint64]float64{}
-	for i, k := range keys {
-		acc[k] += delta[i]
-	}
-	for k, r := range n.residual {
-		if r != 0 {
-			acc[uint64(k)] += r
-			n.residual[k] = 0
-		}
-	}
-	u := codec.Sparse{Keys: make([]uint64, 0, len(acc))}
-	for k := range acc {
-		u.Keys = append(u.Keys, k)
-	}
-	slices.Sort(u.Keys)
-	u.Values = make([]float32, len(u.Keys))
-	for i, k := range u.Keys {
-		u.Values[i] = float32(acc[k])
+		u.Values[i] = float32(d)
 	}
 	return u
 }
@@ -387,15 +417,99 @@ func (n *Node) accept(u Update) string {
 	if u.Clock > n.clock+uint64(n.cfg.Staleness)+1 {
 		return RejectClockAhead
 	}
-	decoded, err := codec.Decode(u.Frame)
-	if err != nil {
-		return RejectBadFrame
-	}
-	if !n.fits(decoded) {
-		return RejectBadShape
+	decoded, reason := n.decode(u.Frame)
+	if reason != "" {
+		return reason
 	}
 	n.add(u.Origin, u.Clock, decoded)
 	return ""
+}
+
+// decode turns a frame into the update it stands for, or names why it is
+// refused: a codec frame is decoded as is, a factor frame is checked against
+// the model's shape and the norm bound and then rebuilt into the delta.
+func (n *Node) decode(frame []byte) (codec.Sparse, string) {
+	if sfb.IsFrame(frame) {
+		m := n.cfg.Model
+		f, err := sfb.Decode(frame, m.Blocks(), m.Stride())
+		if err != nil {
+			return codec.Sparse{}, RejectBadFactors
+		}
+		norm := f.Norm()
+		if math.IsNaN(norm) || math.IsInf(norm, 0) || (n.cfg.MaxUpdateNorm > 0 && norm > n.cfg.MaxUpdateNorm) {
+			return codec.Sparse{}, RejectNorm
+		}
+		u := f.Reconstruct()
+		if !n.fits(u) {
+			return codec.Sparse{}, RejectBadShape
+		}
+		return u, ""
+	}
+	u, err := codec.Decode(frame)
+	if err != nil {
+		return codec.Sparse{}, RejectBadFrame
+	}
+	if !n.fits(u) {
+		return codec.Sparse{}, RejectBadShape
+	}
+	return u, ""
+}
+
+// encode produces the frame of this iteration's update: the codec frame of
+// the delta, or the factor frame, whichever the factor mode asks for.
+func (n *Node) encode(view []float64, batch []dataset.Row, delta codec.Sparse) ([]byte, error) {
+	var deltaFrame []byte
+	if n.cfg.Factors != FactorsAlways {
+		var err error
+		if deltaFrame, err = n.cfg.Codec.Encode(nil, delta); err != nil {
+			return nil, err
+		}
+		if n.cfg.Factors == FactorsOff {
+			n.stats.DeltaFramesSent++
+			return deltaFrame, nil
+		}
+	}
+	factorFrame, err := sfb.Encode(n.cfg.Codec, n.factors(view, batch))
+	if err != nil {
+		return nil, err
+	}
+	if deltaFrame != nil && len(deltaFrame) <= len(factorFrame) {
+		n.stats.DeltaFramesSent++
+		return deltaFrame, nil
+	}
+	n.stats.FactorFramesSent++
+	return factorFrame, nil
+}
+
+// factors returns the sufficient factors of this node's plain-SGD update on
+// batch.
+func (n *Node) factors(view []float64, batch []dataset.Row) sfb.Factors {
+	return SGDFactors(n.cfg.Model, view, batch, n.cfg.Optimizer.Rate()/float64(len(n.Live())))
+}
+
+// SGDFactors returns the sufficient factors of the plain-SGD update with
+// step rate on batch at view: b_i = −(rate/S)·dz_i and c_i = (1, x_i).
+func SGDFactors(m *model.Model, view []float64, batch []dataset.Row, rate float64) sfb.Factors {
+	dz, _ := m.ScoreGradients(view, batch)
+	coef := -rate / float64(len(batch))
+	f := sfb.Factors{K: m.Blocks(), Stride: m.Stride(), B: make([][]float32, len(batch)), C: make([]codec.Sparse, len(batch))}
+	maxFeature := m.Config().MaxFeature
+	for i, r := range batch {
+		f.B[i] = make([]float32, len(dz[i]))
+		for c, d := range dz[i] {
+			f.B[i][c] = float32(coef * d)
+		}
+		c := codec.Sparse{Keys: []uint64{0}, Values: []float32{1}}
+		for j, k := range r.Keys {
+			if k > maxFeature {
+				break
+			}
+			c.Keys = append(c.Keys, k)
+			c.Values = append(c.Values, r.Values[j])
+		}
+		f.C[i] = c
+	}
+	return f
 }
 
 func (n *Node) fits(u codec.Sparse) bool {

@@ -30,6 +30,10 @@ type Report struct {
 	// CompressionRatio is 12 bytes per pair (int32 key, float64 value) over
 	// the bytes of the codec frames actually produced.
 	CompressionRatio float64 `json:"compression_ratio"`
+	// Frames of the nodes' own updates, by form: sufficient factors or the
+	// (sparse) matrix delta.
+	SFBFramesSent   uint64 `json:"sfb_frames_sent"`
+	DeltaFramesSent uint64 `json:"delta_frames_sent"`
 	// ViewsIdentical says whether all nodes ended with bit-identical views.
 	ViewsIdentical bool `json:"views_identical"`
 	// Topology is the overlay; LinksPerNode the mean number of peers a node
@@ -147,6 +151,8 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		r.BytesSentTotal += tr.BytesSent
 		r.MessagesSentTotal += tr.MessagesSent
 		frameBytes += st.FrameBytes
+		r.SFBFramesSent += st.FactorFramesSent
+		r.DeltaFramesSent += st.DeltaFramesSent
 		pairs += st.PairsEncoded
 		r.StalenessObservedMax = max(r.StalenessObservedMax, st.StalenessMax)
 		staleSum += st.StalenessSum

@@ -44,6 +44,8 @@ type Config struct {
 	// Topology is "halton" (the default: O(log P) links per node, updates
 	// relayed along broadcast trees) or "full" (everyone sends to everyone).
 	Topology string
+	// Factors selects sufficient factor broadcasting for softmax models.
+	Factors node.FactorMode
 	// RelayWindow is how long a node keeps collecting arrivals before it
 	// forwards them, so relays batch (see mesh.Options).
 	RelayWindow time.Duration
@@ -203,6 +205,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Seed:          cfg.Seed,
 			Shard:         m.shard.Rows,
 			Router:        router,
+			Factors:       cfg.Factors,
 		})
 		if err != nil {
 			return nil, err

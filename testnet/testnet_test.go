@@ -2,12 +2,15 @@ package testnet
 
 import (
 	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 func builtin(t *testing.T, name string) (train, test *dataset.Dataset) {
@@ -155,5 +158,100 @@ func TestValidateRejectsBadConfig(t *testing.T) {
 	}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("good config refused: %v", err)
+	}
+}
+
+// SketchML with error feedback trains as well as the raw codec while sending
+// several times fewer bytes.
+func TestSketchMLMatchesRaw(t *testing.T) {
+	for _, data := range []string{"rcv1", "a9a"} {
+		t.Run(data, func(t *testing.T) {
+			train, test := builtin(t, data)
+			cfg := Config{
+				Nodes: 4, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
+				LR: 0.01, L2: 1e-4, Batch: 0.1, Iterations: 150, Seed: 1, ErrorFeedback: true,
+			}
+			if data == "a9a" {
+				cfg.Batch = 0.01
+			}
+			cfg.Codec = "raw"
+			raw := run(t, cfg)
+			cfg.Codec = "sketchml"
+			sk := run(t, cfg)
+			ra, sa := *raw.FinalTestAccuracy, *sk.FinalTestAccuracy
+			t.Logf("%s: raw %.4f (%.0f B/node/iter), sketchml %.4f (%.0f B/node/iter)", data, ra, raw.BytesSentPerNodePerIteration, sa, sk.BytesSentPerNodePerIteration)
+			if math.Abs(ra-sa) > 0.01 {
+				t.Fatalf("sketchml reaches %.2f%%, raw %.2f%%", 100*sa, 100*ra)
+			}
+			if sk.BytesSentPerNodePerIteration*2 > raw.BytesSentPerNodePerIteration {
+				t.Fatalf("sketchml sends %.0f bytes per node per iteration, raw %.0f: not even half", sk.BytesSentPerNodePerIteration, raw.BytesSentPerNodePerIteration)
+			}
+			if !sk.ViewsIdentical || sk.CompressionRatio < 2 {
+				t.Fatalf("sketchml: views identical %v, compression ratio %.2f", sk.ViewsIdentical, sk.CompressionRatio)
+			}
+		})
+	}
+}
+
+func digits(t *testing.T) (train, test *dataset.Dataset) {
+	t.Helper()
+	all, err := dataset.ReadFile("testdata/digits.libsvm.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := all.Shuffled(7)
+	cut := len(s.Rows) / 5
+	return &dataset.Dataset{Name: "digits.train", Rows: s.Rows[cut:], MaxFeature: all.MaxFeature},
+		&dataset.Dataset{Name: "digits.test", Rows: s.Rows[:cut], MaxFeature: all.MaxFeature}
+}
+
+// Softmax with sufficient factors: views stay bit-identical under
+// bulk-synchronous steps with a lossless codec, small batches travel as
+// factors and large ones as the matrix delta, and the mesh trains as well as
+// one node.
+func TestSoftmaxSufficientFactors(t *testing.T) {
+	train, test := digits(t)
+	base := Config{
+		Nodes: 4, Train: train, Test: test, Model: model.Softmax, Optimizer: model.SGD,
+		LR: 0.3, Batch: 4, Iterations: 400, Seed: 2, Codec: "raw", Factors: node.FactorsAuto,
+	}
+	small := run(t, base)
+	if !small.ViewsIdentical {
+		t.Fatal("views differ with factor frames under staleness 0")
+	}
+	if small.SFBFramesSent != 4*400 || small.DeltaFramesSent != 0 {
+		t.Fatalf("batch 4: %d factor and %d delta frames; factors are smaller and should always win", small.SFBFramesSent, small.DeltaFramesSent)
+	}
+	big := base
+	big.Batch = 300
+	large := run(t, big)
+	if large.DeltaFramesSent != 4*400 {
+		t.Fatalf("batch 300: %d factor and %d delta frames; the delta is smaller and should always win", large.SFBFramesSent, large.DeltaFramesSent)
+	}
+	off := base
+	off.Factors = node.FactorsOff
+	delta := run(t, off)
+	if small.BytesSentPerNodePerIteration >= delta.BytesSentPerNodePerIteration {
+		t.Fatalf("batch 4: factors %.0f B/node/iter, delta %.0f", small.BytesSentPerNodePerIteration, delta.BytesSentPerNodePerIteration)
+	}
+	single := base
+	single.Nodes = 1
+	single.Batch = 16
+	one := run(t, single)
+	ma, sa := *small.FinalTestAccuracy, *one.FinalTestAccuracy
+	t.Logf("4 nodes with factors %.4f, one node %.4f, delta-only mesh %.4f", ma, sa, *delta.FinalTestAccuracy)
+	if math.Abs(ma-sa) > 0.01 || sa < 0.85 {
+		t.Fatalf("4 nodes reach %.2f%%, one node %.2f%%", 100*ma, 100*sa)
+	}
+}
+
+func TestFactorsRefuseAdam(t *testing.T) {
+	train, test := digits(t)
+	_, err := Run(context.Background(), Config{
+		Nodes: 2, Train: train, Test: test, Model: model.Softmax, Optimizer: model.Adam,
+		LR: 0.05, Batch: 4, Iterations: 1, Codec: "raw", Factors: node.FactorsAuto,
+	})
+	if !errors.Is(err, node.ErrFactorConfig) || !strings.Contains(err.Error(), "adam") {
+		t.Fatalf("err = %v, want ErrFactorConfig naming adam", err)
 	}
 }

@@ -1,0 +1,267 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/node"
+	"github.com/sketchmesh/sketchmesh/sfb"
+	"github.com/sketchmesh/sketchmesh/testnet"
+)
+
+// benchPoint is one gradient the codecs are measured on.
+type benchPoint struct {
+	Label string `json:"label"`
+	Pairs int    `json:"pairs"`
+}
+
+// codecResult aggregates one codec over every gradient: byte counts and
+// flips are sums, ratios are over the sums, the error is the mean.
+type codecResult struct {
+	Name           string  `json:"name"`
+	Pairs          int     `json:"pairs"`
+	Bytes          int     `json:"bytes"`
+	RatioVs12B     float64 `json:"ratio_vs_12b"`
+	RatioVs8B      float64 `json:"ratio_vs_8b"`
+	BytesPerKey    float64 `json:"bytes_per_key"`
+	RelL2Error     float64 `json:"rel_l2_error"`
+	SignFlips      int     `json:"sign_flips"`
+	Overestimates  int     `json:"overestimates"`
+	EncodeMPairsS  float64 `json:"encode_mpairs_s"`
+	DecodeMPairsS  float64 `json:"decode_mpairs_s"`
+	FactorBytes    int     `json:"factor_bytes,omitempty"`
+	FactorsSmaller int     `json:"factors_smaller,omitempty"`
+	// PerPoint has the measurement of each gradient.
+	PerPoint []codec.Measurement `json:"per_point"`
+}
+
+type codecBenchReport struct {
+	Dataset string        `json:"dataset"`
+	Model   string        `json:"model"`
+	Batch   int           `json:"batch_rows"`
+	Points  []benchPoint  `json:"points"`
+	Codecs  []codecResult `json:"codecs"`
+}
+
+func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("codec-bench", flag.ContinueOnError)
+	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
+	modelName := fs.String("model", "lr", "model whose gradients are measured: lr, svm, linear or softmax (softmax also measures sufficient factor frames)")
+	batch := fs.Float64("batch", 0.1, "mini-batch: a fraction of the data when below 1, else a row count")
+	codecs := fs.String("codecs", strings.Join(codec.Names(), ","), "codecs to measure, comma-separated")
+	seed := fs.Uint64("seed", 1, "seed of the mini-batch sampling")
+	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the table")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sketchmesh codec-bench [flags]\n\nMeasures every codec on real mini-batch gradients, taken at the first iteration and after 1, 5 and 20 epochs of single-node training.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := oneOf("model", *modelName, "lr", "svm", "linear", "softmax"); err != nil {
+		return err
+	}
+	names, err := parseList("codecs", *codecs)
+	if err != nil {
+		return err
+	}
+	var cdcs []codec.Codec
+	for _, n := range names {
+		c, err := codec.ByName(n)
+		if err != nil {
+			return usageError{fmt.Errorf("--codecs: %w", err)}
+		}
+		cdcs = append(cdcs, c)
+	}
+	if !(*batch > 0) || math.IsInf(*batch, 0) || (*batch > 1 && *batch != math.Trunc(*batch)) {
+		return badInput("--batch %v: want a fraction in (0,1] or a whole row count", *batch)
+	}
+	train, err := dataset.Load(*data)
+	if err != nil {
+		return usageError{fmt.Errorf("--data: %w", err)}
+	}
+	mdl, err := testnet.NewModel(model.Kind(*modelName), 0, train)
+	if err != nil {
+		return usageError{err}
+	}
+	rows := int(*batch)
+	if *batch < 1 {
+		rows = max(1, int(math.Ceil(*batch*float64(len(train.Rows)))))
+	}
+	rows = min(rows, len(train.Rows))
+	fmt.Fprintf(stderr, "codec-bench: %s gradients on %s (%d rows, %d features), %d rows a batch\n", *modelName, train.Name, len(train.Rows), train.MaxFeature, rows)
+
+	points, grads, factors, err := benchGradients(ctx, mdl, train, rows, *seed)
+	if err != nil {
+		return err
+	}
+	rep := codecBenchReport{Dataset: train.Name, Model: *modelName, Batch: rows, Points: points}
+	for _, c := range cdcs {
+		res, err := measureCodec(c, grads, factors)
+		if err != nil {
+			return err
+		}
+		rep.Codecs = append(rep.Codecs, res)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "codec\tbytes\tratio vs 12B\tratio vs 8B\tbytes/key\trel L2 error\tsign flips\toverestimates\tencode Mpairs/s\tdecode Mpairs/s\t")
+	for _, r := range rep.Codecs {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.3f\t%.4f\t%d\t%d\t%.1f\t%.1f\t\n", r.Name, r.Bytes, r.RatioVs12B, r.RatioVs8B, r.BytesPerKey, r.RelL2Error, r.SignFlips, r.Overestimates, r.EncodeMPairsS, r.DecodeMPairsS)
+	}
+	_ = tw.Flush()
+	if *modelName == "softmax" {
+		fmt.Fprintln(stdout, "\nsufficient factors (plain-SGD update of the same batches) against the matrix delta:")
+		for _, r := range rep.Codecs {
+			fmt.Fprintf(stdout, "  %-10s factors %d bytes, delta %d bytes; factors smaller at %d of %d points\n", r.Name, r.FactorBytes, r.Bytes, r.FactorsSmaller, len(points))
+		}
+	}
+	fmt.Fprintf(stdout, "\n%d gradients (%s), %d pairs in all, from %s\n", len(points), pointLabels(points), rep.Codecs[0].Pairs, train.Name)
+	return nil
+}
+
+func pointLabels(ps []benchPoint) string {
+	labels := make([]string, len(ps))
+	for i, p := range ps {
+		labels[i] = p.Label
+	}
+	return strings.Join(labels, ", ")
+}
+
+// benchGradients trains one node with plain SGD over all the data and takes
+// the mini-batch gradient at the first iteration and after 1, 5 and 20
+// epochs; for softmax it also returns each gradient's sufficient factors.
+func benchGradients(ctx context.Context, mdl *model.Model, train *dataset.Dataset, rows int, seed uint64) ([]benchPoint, []codec.Sparse, []*sfb.Factors, error) {
+	opt, err := model.NewOptimizer(model.Adam, 0.01, mdl.NumParams())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	core, err := node.New(node.Config{ID: "bench", Members: []string{"bench"}, Model: mdl, Optimizer: opt, Codec: codec.Raw{},
+		Iterations: math.MaxUint64, BatchSize: rows, Seed: seed, Shard: train.Rows})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	perEpoch := uint64(max(1, len(train.Rows)/rows))
+	var points []benchPoint
+	var grads []codec.Sparse
+	var factors []*sfb.Factors
+	var scratch model.Scratch
+	shuffled := train.Shuffled(int64(seed))
+	for i, epochs := range []uint64{0, 1, 5, 20} {
+		for core.Clock() < epochs*perEpoch {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, nil, err
+			}
+			if err := core.Train(); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		batch := shuffled.Rows[(i*rows)%len(shuffled.Rows):]
+		batch = batch[:min(rows, len(batch))]
+		g, _ := mdl.Gradient(core.View(), batch, &scratch)
+		u := codec.Sparse{Keys: append([]uint64{}, g.Keys...), Values: make([]float32, len(g.Values))}
+		for j, v := range g.Values {
+			u.Values[j] = float32(v)
+		}
+		label := "first iteration"
+		if epochs > 0 {
+			label = fmt.Sprintf("after %d epoch%s", epochs, map[bool]string{true: "s"}[epochs > 1])
+		}
+		points = append(points, benchPoint{Label: label, Pairs: len(u.Keys)})
+		grads = append(grads, u)
+		if mdl.Config().Kind == model.Softmax {
+			f := node.SGDFactors(mdl, core.View(), batch, 1)
+			factors = append(factors, &f)
+		}
+	}
+	return points, grads, factors, nil
+}
+
+// measureCodec measures c on every gradient, timing encode and decode.
+func measureCodec(c codec.Codec, grads []codec.Sparse, factors []*sfb.Factors) (codecResult, error) {
+	r := codecResult{Name: c.Name()}
+	var keyBytes int
+	var keyKnown = true
+	var encTime, decTime time.Duration
+	for i, g := range grads {
+		m, err := codec.Measure(c, g)
+		if err != nil {
+			return r, fmt.Errorf("%s: %w", c.Name(), err)
+		}
+		r.PerPoint = append(r.PerPoint, m)
+		r.Pairs += m.Pairs
+		r.Bytes += m.Bytes
+		r.RelL2Error += m.RelL2Error / float64(len(grads))
+		r.SignFlips += m.SignFlips
+		r.Overestimates += m.Overestimates
+		if m.KeyBytes < 0 {
+			keyKnown = false
+		}
+		keyBytes += m.KeyBytes
+		enc, dec, err := timeCodec(c, g)
+		if err != nil {
+			return r, err
+		}
+		encTime += enc
+		decTime += dec
+		if factors != nil {
+			frame, err := sfb.Encode(c, *factors[i])
+			if err != nil {
+				return r, fmt.Errorf("%s factors: %w", c.Name(), err)
+			}
+			r.FactorBytes += len(frame)
+			if len(frame) < m.Bytes {
+				r.FactorsSmaller++
+			}
+		}
+	}
+	r.RatioVs12B = 12 * float64(r.Pairs) / float64(r.Bytes)
+	r.RatioVs8B = 8 * float64(r.Pairs) / float64(r.Bytes)
+	if keyKnown {
+		r.BytesPerKey = float64(keyBytes) / float64(r.Pairs)
+	} else {
+		r.BytesPerKey = float64(r.Bytes) / float64(r.Pairs)
+	}
+	r.EncodeMPairsS = float64(r.Pairs) / encTime.Seconds() / 1e6
+	r.DecodeMPairsS = float64(r.Pairs) / decTime.Seconds() / 1e6
+	return r, nil
+}
+
+// timeCodec returns the mean time of one encode and one decode of g, over
+// enough repetitions to take at least 50 ms each.
+func timeCodec(c codec.Codec, g codec.Sparse) (enc, dec time.Duration, err error) {
+	var frame []byte
+	reps := 0
+	start := time.Now()
+	for time.Since(start) < 50*time.Millisecond || reps < 3 {
+		if frame, err = c.Encode(frame[:0], g); err != nil {
+			return 0, 0, err
+		}
+		reps++
+	}
+	enc = time.Since(start) / time.Duration(reps)
+	reps = 0
+	start = time.Now()
+	for time.Since(start) < 50*time.Millisecond || reps < 3 {
+		if _, err = codec.Decode(frame); err != nil {
+			return 0, 0, err
+		}
+		reps++
+	}
+	dec = time.Since(start) / time.Duration(reps)
+	return enc, dec, nil
+}

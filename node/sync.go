@@ -1,0 +1,553 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+)
+
+// Retransmission ("sync").
+//
+// Updates travel once, pushed along the overlay; nothing in the push path
+// resends. A message lost on a link, or an update that a partitioned or paused
+// member never saw, would leave a gap in the receiver's vector clock and close
+// its staleness gate for good. Sync closes such gaps by pulling:
+//
+//   - a Syncer keeps the frames it has applied: all of its own (up to
+//     SyncConfig.History clocks) and, per other origin, the newest
+//     SyncConfig.Window clocks plus any still uncommitted;
+//   - the driver calls SyncRequest when the node has been stalled for a while
+//     and periodically; it asks the live members that hold the gate back
+//     ("laggards") for their own updates, and one live member in turn, with
+//     the whole vector clock, for anything it holds that this node lacks
+//     (anti-entropy, which also spreads the last updates of members that
+//     died);
+//   - the receiver of a request answers with an ordinary update envelope,
+//     a bounded batch of what it retains above the requester's entries.
+//
+// Resent updates are applied through the normal path, so the rules of
+// Receive (membership, duplicates, clock bounds, frame checks) hold for them
+// unchanged: a resend can never make an update apply twice.
+//
+// # Wire format
+//
+// A sync request is a msgpack array distinguished from an envelope by its
+// first element, 2 instead of the envelope version 1:
+//
+//	[2, "sync", clock uint, [[origin str, have uint], ...]]
+//
+// clock is the requester's clock; each pair asks for origin's updates with
+// clock above have. It is encoded canonically, so it always starts with the
+// bytes 0x94 0x02, which is how IsSyncMessage tells it from an envelope.
+
+const (
+	syncKind = 2
+	syncTag  = "sync"
+	// MaxSyncBytes bounds a sync request; a full vector clock of 4096
+	// members with 52-byte libp2p ids takes about 250 KB.
+	MaxSyncBytes = 4 << 20
+)
+
+// RejectBadSync counts sync requests that do not parse, in Stats.Rejected.
+const RejectBadSync = "bad_sync"
+
+// ErrBadSync is wrapped by every sync decoding error.
+var ErrBadSync = errors.New("bad sync request")
+
+// SyncMessage is a decoded sync request.
+type SyncMessage struct {
+	// Clock is the requester's clock: a responder sends nothing the
+	// requester would reject as too far ahead.
+	Clock uint64
+	// Have lists, per origin asked about, the requester's contiguous
+	// high-water mark: it wants that origin's updates above it.
+	Have []SyncEntry
+}
+
+// SyncEntry is one origin's entry in a sync request.
+type SyncEntry struct {
+	Origin string
+	Clock  uint64
+}
+
+// IsSyncMessage reports whether data is a sync request rather than an update
+// envelope. It looks at the first two bytes only.
+func IsSyncMessage(data []byte) bool {
+	return len(data) >= 2 && data[0] == 0x94 && data[1] == syncKind
+}
+
+// EncodeSync writes a sync request.
+func EncodeSync(m SyncMessage) []byte {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	// Writes to a bytes.Buffer cannot fail.
+	_ = enc.EncodeArrayLen(4)
+	_ = enc.EncodeUint(syncKind)
+	_ = enc.EncodeString(syncTag)
+	_ = enc.EncodeUint(m.Clock)
+	_ = enc.EncodeArrayLen(len(m.Have))
+	for _, e := range m.Have {
+		_ = enc.EncodeArrayLen(2)
+		_ = enc.EncodeString(e.Origin)
+		_ = enc.EncodeUint(e.Clock)
+	}
+	return buf.Bytes()
+}
+
+// DecodeSync parses a sync request with the same discipline as
+// DecodeEnvelope: every length is checked against the bytes that remain
+// before anything is allocated, so a hostile header cannot make it allocate
+// more than a small multiple of len(data).
+func DecodeSync(data []byte) (SyncMessage, error) {
+	m, err := decodeSync(data)
+	if err != nil {
+		return SyncMessage{}, fmt.Errorf("%w: %w", ErrBadSync, err)
+	}
+	return m, nil
+}
+
+func decodeSync(data []byte) (SyncMessage, error) {
+	if len(data) > MaxSyncBytes {
+		return SyncMessage{}, fmt.Errorf("%d bytes exceeds the %d-byte limit", len(data), MaxSyncBytes)
+	}
+	r := bytes.NewReader(data)
+	dec := msgpack.NewDecoder(r)
+	n, err := arrayLen(dec, r, "sync request")
+	if err != nil {
+		return SyncMessage{}, err
+	}
+	if n != 4 {
+		return SyncMessage{}, fmt.Errorf("sync request has %d fields, want 4", n)
+	}
+	kind, err := dec.DecodeUint64()
+	if err != nil {
+		return SyncMessage{}, fmt.Errorf("kind: %w", err)
+	}
+	if kind != syncKind {
+		return SyncMessage{}, fmt.Errorf("kind %d, want %d", kind, syncKind)
+	}
+	tag, err := byteField(dec, r, data, "tag", len(syncTag))
+	if err != nil {
+		return SyncMessage{}, err
+	}
+	if string(tag) != syncTag {
+		return SyncMessage{}, fmt.Errorf("tag %q, want %q", tag, syncTag)
+	}
+	var m SyncMessage
+	if m.Clock, err = dec.DecodeUint64(); err != nil {
+		return SyncMessage{}, fmt.Errorf("clock: %w", err)
+	}
+	count, err := arrayLen(dec, r, "entry list")
+	if err != nil {
+		return SyncMessage{}, err
+	}
+	// Each entry takes at least 4 bytes (array header, origin header and one
+	// byte of origin, clock).
+	if count > r.Len()/4 {
+		return SyncMessage{}, fmt.Errorf("%d entries cannot fit in %d bytes", count, r.Len())
+	}
+	m.Have = make([]SyncEntry, 0, count)
+	for i := 0; i < count; i++ {
+		k, err := arrayLen(dec, r, "entry")
+		if err != nil {
+			return SyncMessage{}, fmt.Errorf("entry %d: %w", i, err)
+		}
+		if k != 2 {
+			return SyncMessage{}, fmt.Errorf("entry %d has %d fields, want 2", i, k)
+		}
+		origin, err := byteField(dec, r, data, "origin", maxOriginBytes)
+		if err != nil {
+			return SyncMessage{}, fmt.Errorf("entry %d: %w", i, err)
+		}
+		if len(origin) == 0 {
+			return SyncMessage{}, fmt.Errorf("entry %d: empty origin", i)
+		}
+		c, err := dec.DecodeUint64()
+		if err != nil {
+			return SyncMessage{}, fmt.Errorf("entry %d: clock: %w", i, err)
+		}
+		m.Have = append(m.Have, SyncEntry{Origin: string(origin), Clock: c})
+	}
+	if r.Len() != 0 {
+		return SyncMessage{}, fmt.Errorf("%d trailing bytes", r.Len())
+	}
+	return m, nil
+}
+
+// SyncConfig tunes retransmission. The zero value picks the defaults.
+type SyncConfig struct {
+	// Window is how many of the newest clocks of each other live origin a
+	// node keeps (uncommitted ones are kept regardless). The default,
+	// 2·Staleness+2, covers every update that a member the origin still
+	// counts as live can lack: the origin is at most s ahead of that member's
+	// clock, and the member's clock is at most s ahead of its entry for the
+	// origin.
+	Window int
+	// History caps the clocks kept per origin: always for the node's own
+	// updates, and for origins it has been told are down (their last frames
+	// may exist nowhere else). Default 4096.
+	History int
+	// MaxReplyBytes bounds the frame bytes of one answer to a request; the
+	// requester asks again for the rest. Default 1 MiB.
+	MaxReplyBytes int
+	// Fanout is how many laggards one SyncRequest asks. Default 32.
+	Fanout int
+}
+
+func (c *SyncConfig) fill(staleness int) error {
+	switch {
+	case c.Window < 0 || c.History < 0 || c.MaxReplyBytes < 0 || c.Fanout < 0:
+		return fmt.Errorf("node: sync settings must be >= 0, got %+v", *c)
+	case c.Window != 0 && c.Window < staleness+2:
+		return fmt.Errorf("node: sync window %d is below staleness+2 = %d", c.Window, staleness+2)
+	}
+	if c.Window == 0 {
+		c.Window = 2*staleness + 2
+	}
+	if c.History == 0 {
+		c.History = 4096
+	}
+	c.History = max(c.History, c.Window)
+	if c.MaxReplyBytes == 0 {
+		c.MaxReplyBytes = 1 << 20
+	}
+	if c.Fanout == 0 {
+		c.Fanout = 32
+	}
+	return nil
+}
+
+// SyncStats count retransmission work.
+type SyncStats struct {
+	RequestsSent   uint64 // sync requests built by SyncRequest
+	RequestBytes   uint64
+	RequestsServed uint64 // well-formed requests from members answered
+	UpdatesResent  uint64 // updates queued in answers
+	ResentBytes    uint64 // frame bytes of those updates
+	Retained       int    // frames held now
+	RetainedBytes  int
+}
+
+// retained is one kept frame.
+type retained struct {
+	clock uint64
+	frame []byte
+}
+
+// Syncer is a node core with retransmission: a Node that keeps the frames it
+// has applied and answers sync requests. It has every method of Node; those
+// it overrides (Receive, Train) feed the retention, and Receive also answers
+// sync requests. Like Node, it is owned by one goroutine.
+type Syncer struct {
+	*Node
+	sc      SyncConfig
+	capture *captureCodec
+	// logs[i] holds the frames kept of members[i], sorted by clock; index
+	// maps a member to i.
+	logs  [][]retained
+	index map[string]int
+	bytes int
+	count int
+	// Cursors rotate requests over laggards and anti-entropy peers, so
+	// repeated calls cover everyone deterministically.
+	lagCursor, peerCursor int
+	syncStats             SyncStats
+	fresh                 []int
+}
+
+// captureCodec remembers what the node encoded during one Train. A Syncer
+// finds its own frame in the outbox, where Train queues it for every next
+// hop; with no live next hop it falls back on this record, which is the
+// frame itself when the codec ran once (an update sent as one codec frame).
+type captureCodec struct {
+	codec.Codec
+	last  []byte
+	calls int
+}
+
+func (c *captureCodec) Encode(dst []byte, u codec.Sparse) ([]byte, error) {
+	out, err := c.Codec.Encode(dst, u)
+	c.last = out
+	c.calls++
+	return out, err
+}
+
+// NewSyncer returns a node core for cfg with retransmission tuned by sc.
+func NewSyncer(cfg Config, sc SyncConfig) (*Syncer, error) {
+	if err := sc.fill(cfg.Staleness); err != nil {
+		return nil, err
+	}
+	var capture *captureCodec
+	if cfg.Codec != nil {
+		capture = &captureCodec{Codec: cfg.Codec}
+		cfg.Codec = capture
+	}
+	n, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	index := make(map[string]int, len(n.members))
+	for i, m := range n.members {
+		index[m] = i
+	}
+	return &Syncer{Node: n, sc: sc, capture: capture, logs: make([][]retained, len(n.members)), index: index}, nil
+}
+
+// PeerUp returns a member to the live set, the inverse of PeerDown: the gate
+// waits for it again and rows commit only with its updates. Rows already
+// committed without it stay committed; its updates for those clocks are
+// still added to the view when they arrive (read as pending). Like PeerDown,
+// it is the driver's decision.
+func (n *Node) PeerUp(id string) {
+	if id == n.cfg.ID || n.live[id] {
+		return
+	}
+	if _, ok := slices.BinarySearch(n.members, id); !ok {
+		return
+	}
+	n.live[id] = true
+}
+
+// Receive handles one network message: a sync request is answered (the
+// answer goes out with the next Ready), anything else goes to the node core,
+// and every update the core applies is retained.
+func (s *Syncer) Receive(from string, data []byte) {
+	if IsSyncMessage(data) {
+		s.handleSync(from, data)
+		return
+	}
+	updates, err := DecodeEnvelope(data)
+	if err != nil {
+		s.Node.Receive(from, data) // counts the bad envelope
+		return
+	}
+	// An update the core applies is one it did not hold before and holds
+	// after. Decoding the envelope a second time is cheap: frames alias data.
+	s.fresh = s.fresh[:0]
+	for i, u := range updates {
+		if !s.vc.Has(u.Origin, u.Clock) {
+			s.fresh = append(s.fresh, i)
+		}
+	}
+	s.Node.Receive(from, data)
+	for k, i := range s.fresh {
+		u := updates[i]
+		if !s.vc.Has(u.Origin, u.Clock) {
+			continue
+		}
+		// With two copies of one update in an envelope, the first that
+		// passed the core's checks was applied; which one that was is not
+		// observable here, so keep neither (the origin keeps its own).
+		if repeated(updates, s.fresh, k) {
+			continue
+		}
+		s.retain(u.Origin, u.Clock, slices.Clone(u.Frame))
+	}
+}
+
+// repeated reports whether the update at fresh[k] occurs more than once in
+// the envelope.
+func repeated(updates []Update, fresh []int, k int) bool {
+	u := updates[fresh[k]]
+	for j, i := range fresh {
+		if j != k && updates[i].Origin == u.Origin && updates[i].Clock == u.Clock {
+			return true
+		}
+	}
+	return false
+}
+
+// Train runs one local iteration (see Node.Train) and keeps its frame.
+func (s *Syncer) Train() error {
+	if s.capture != nil {
+		s.capture.last, s.capture.calls = nil, 0
+	}
+	if err := s.Node.Train(); err != nil {
+		return err
+	}
+	if f := s.ownFrame(); f != nil {
+		s.retain(s.cfg.ID, s.clock, f)
+	}
+	if s.capture != nil {
+		s.capture.last = nil
+	}
+	return nil
+}
+
+// ownFrame returns the frame of the update Train just made.
+func (s *Syncer) ownFrame() []byte {
+	// Every hop's queue holds the same Update value, so whichever the map
+	// yields first gives the same frame.
+	for _, ups := range s.outbox {
+		for i := len(ups) - 1; i >= 0; i-- {
+			if ups[i].Origin == s.cfg.ID && ups[i].Clock == s.clock {
+				return ups[i].Frame
+			}
+		}
+	}
+	if s.capture != nil && s.capture.calls == 1 {
+		return s.capture.last
+	}
+	return nil
+}
+
+// retain keeps frame as origin's update of clock and drops what the
+// retention rules no longer require.
+func (s *Syncer) retain(origin string, clock uint64, frame []byte) {
+	i, ok := s.index[origin]
+	if !ok {
+		return
+	}
+	log := s.logs[i]
+	j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int {
+		switch {
+		case r.clock < c:
+			return -1
+		case r.clock > c:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		return
+	}
+	log = slices.Insert(log, j, retained{clock: clock, frame: frame})
+	s.bytes += len(frame)
+	s.count++
+	drop := 0
+	if origin != s.cfg.ID && s.live[origin] {
+		newest := log[len(log)-1].clock
+		for drop < len(log) && log[drop].clock+uint64(s.sc.Window) <= newest && log[drop].clock <= s.committedClock {
+			drop++
+		}
+	}
+	drop = max(drop, len(log)-s.sc.History)
+	for _, r := range log[:drop] {
+		s.bytes -= len(r.frame)
+	}
+	s.count -= drop
+	if drop > 0 {
+		// Copy down rather than reslice, so the dropped frames are freed.
+		log = slices.Delete(log, 0, drop)
+	}
+	s.logs[i] = log
+}
+
+// handleSync answers a sync request by queueing, for the requester, the
+// retained updates it lacks: per origin asked about, the clocks above its
+// entry and at most its clock + s + 1 (anything further ahead it would
+// reject), oldest first, within MaxReplyBytes.
+func (s *Syncer) handleSync(from string, data []byte) {
+	req, err := DecodeSync(data)
+	if err != nil {
+		s.reject(RejectBadSync)
+		return
+	}
+	if _, ok := s.index[from]; !ok || from == s.cfg.ID {
+		s.reject(RejectNotMember)
+		return
+	}
+	s.syncStats.RequestsServed++
+	limit := req.Clock + uint64(s.cfg.Staleness) + 1
+	budget, sent := s.sc.MaxReplyBytes, 0
+	for _, e := range req.Have {
+		i, ok := s.index[e.Origin]
+		if !ok {
+			continue
+		}
+		log := s.logs[i]
+		j, _ := slices.BinarySearchFunc(log, e.Clock+1, func(r retained, c uint64) int {
+			switch {
+			case r.clock < c:
+				return -1
+			case r.clock > c:
+				return 1
+			}
+			return 0
+		})
+		for ; j < len(log) && log[j].clock <= limit; j++ {
+			f := log[j].frame
+			if len(f) > budget && sent > 0 {
+				return
+			}
+			budget -= len(f)
+			sent++
+			s.outbox[from] = append(s.outbox[from], Update{Origin: e.Origin, Clock: log[j].clock, Frame: f})
+			s.syncStats.UpdatesResent++
+			s.syncStats.ResentBytes += uint64(len(f))
+		}
+	}
+}
+
+// SyncRequest returns the sync requests the node needs now: one to each of
+// up to Fanout live members whose entry holds back its gate (or, once it has
+// run all its iterations, its completion), asking for their own updates; and
+// one to the next live member in turn carrying the whole vector clock. The
+// driver sends them like any other message; answers arrive as envelopes.
+func (s *Syncer) SyncRequest() []Message {
+	live := s.Live()
+	var out []Message
+	if need := s.syncNeed(); need > 0 {
+		var laggards []string
+		for _, q := range live {
+			if q != s.cfg.ID && s.vc.Get(q) < need {
+				laggards = append(laggards, q)
+			}
+		}
+		if len(laggards) > 0 {
+			start := s.lagCursor % len(laggards)
+			for k := range min(s.sc.Fanout, len(laggards)) {
+				q := laggards[(start+k)%len(laggards)]
+				out = append(out, Message{To: q, Data: EncodeSync(SyncMessage{
+					Clock: s.clock,
+					Have:  []SyncEntry{{Origin: q, Clock: s.vc.Get(q)}},
+				})})
+			}
+			s.lagCursor = start + min(s.sc.Fanout, len(laggards))
+		}
+	}
+	if len(live) > 1 {
+		// Walk the live members after this node's own place, one per call.
+		self, _ := slices.BinarySearch(live, s.cfg.ID)
+		peer := live[(self+1+s.peerCursor%(len(live)-1))%len(live)]
+		s.peerCursor++
+		have := make([]SyncEntry, 0, len(s.members)-1)
+		for _, m := range s.members {
+			if m != s.cfg.ID {
+				have = append(have, SyncEntry{Origin: m, Clock: s.vc.Get(m)})
+			}
+		}
+		out = append(out, Message{To: peer, Data: EncodeSync(SyncMessage{Clock: s.clock, Have: have})})
+	}
+	for _, m := range out {
+		s.syncStats.RequestsSent++
+		s.syncStats.RequestBytes += uint64(len(m.Data))
+	}
+	return out
+}
+
+// syncNeed is the entry every live member must reach for the node to make
+// progress: clock − s before its next iteration, the last iteration once it
+// has run them all; 0 when it needs nothing.
+func (s *Syncer) syncNeed() uint64 {
+	if s.clock >= s.cfg.Iterations {
+		return s.cfg.Iterations
+	}
+	if need := int64(s.clock) - int64(s.cfg.Staleness); need > 0 {
+		return uint64(need)
+	}
+	return 0
+}
+
+// SyncStats returns the node's retransmission counters.
+func (s *Syncer) SyncStats() SyncStats {
+	st := s.syncStats
+	st.Retained = s.count
+	st.RetainedBytes = s.bytes
+	return st
+}

@@ -1,0 +1,367 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/model"
+)
+
+func newSyncers(t *testing.T, p, staleness int, iterations uint64, sc SyncConfig) ([]*Syncer, []string) {
+	t.Helper()
+	train := testData(t)
+	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature, L2: 1e-4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, p)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("node-%02d", i)
+	}
+	out := make([]*Syncer, p)
+	for i, id := range ids {
+		opt, err := model.NewOptimizer(model.SGD, 1, mdl.NumParams())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i], err = NewSyncer(Config{
+			ID: id, Members: ids, Model: mdl, Optimizer: opt, Codec: codec.Raw{},
+			Staleness: staleness, Iterations: iterations, BatchSize: 5, Seed: 1,
+			Shard: train.Shard(i, p).Rows,
+		}, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out, ids
+}
+
+// deliver hands every message in msgs to its addressee, except those drop
+// refuses, and returns what the receivers queued in turn.
+func deliver(nodes []*Syncer, from string, msgs []Message, drop func(to string) bool) []flight {
+	byID := map[string]*Syncer{}
+	for _, n := range nodes {
+		byID[n.ID()] = n
+	}
+	var next []flight
+	for _, m := range msgs {
+		if drop != nil && drop(m.To) {
+			continue
+		}
+		to := byID[m.To]
+		to.Receive(from, m.Data)
+		for _, r := range to.Ready().Messages {
+			next = append(next, flight{from: m.To, to: r.To, data: r.Data})
+		}
+	}
+	return next
+}
+
+// settle delivers messages until none is left.
+func settle(nodes []*Syncer, queue []flight) {
+	for len(queue) > 0 {
+		f := queue[0]
+		queue = append(queue[1:], deliver(nodes, f.from, []Message{{To: f.to, Data: f.data}}, nil)...)
+	}
+}
+
+func TestSyncMessageRoundTrip(t *testing.T) {
+	in := SyncMessage{Clock: 1 << 40, Have: []SyncEntry{{"a", 0}, {"bb", 7}, {strings.Repeat("c", maxOriginBytes), 1 << 50}}}
+	data := EncodeSync(in)
+	if !IsSyncMessage(data) {
+		t.Fatalf("encoded request % x not recognised", data[:4])
+	}
+	if IsSyncMessage(EncodeEnvelope([]Update{{Origin: "a", Clock: 1, Frame: []byte{1}}})) || IsSyncMessage(EncodeEnvelope(nil)) {
+		t.Fatal("an envelope is taken for a sync request")
+	}
+	out, err := DecodeSync(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Clock != in.Clock || !slices.Equal(out.Have, in.Have) {
+		t.Fatalf("round trip: got %+v", out)
+	}
+	empty, err := DecodeSync(EncodeSync(SyncMessage{}))
+	if err != nil || empty.Clock != 0 || len(empty.Have) != 0 {
+		t.Fatalf("empty request: %+v, %v", empty, err)
+	}
+	// The envelope decoder refuses a sync request (version 2), so a core
+	// that does not route them counts them as bad envelopes.
+	if _, err := DecodeEnvelope(data); err == nil {
+		t.Fatal("envelope decoder accepted a sync request")
+	}
+}
+
+func TestSyncHostileHeaders(t *testing.T) {
+	prefix := []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x05}
+	cases := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "sync request"},
+		{"array32 huge", []byte{0xdd, 0xff, 0xff, 0xff, 0xff}, "claims 4294967295 elements"},
+		{"wrong field count", []byte{0x93, 0x02, 0xa4, 's', 'y', 'n', 'c'}, "3 fields"},
+		{"envelope version", []byte{0x94, 0x01, 0xa4, 's', 'y', 'n', 'c', 0x00, 0x90}, "kind 1"},
+		{"wrong tag", []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'k', 0x00, 0x90}, "tag"},
+		{"long tag", []byte{0x94, 0x02, 0xa5, 's', 'y', 'n', 'c', 's', 0x00, 0x90}, "tag claims 5 bytes"},
+		{"clock not a number", []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0xa1, 'x', 0x90}, "clock"},
+		{"entry list array32 huge", append(slices.Clone(prefix), 0xdd, 0xff, 0xff, 0xff, 0xff), "claims"},
+		{"more entries than bytes", append(append(slices.Clone(prefix), 0x9f), make([]byte, 16)...), "cannot fit"},
+		{"entry of three fields", append(slices.Clone(prefix), 0x91, 0x93, 0xa1, 'a', 0x01, 0x01), "3 fields"},
+		{"str32 huge origin", append(slices.Clone(prefix), 0x91, 0x92, 0xdb, 0xff, 0xff, 0xff, 0xff, 0x01), "origin claims 4294967295 bytes"},
+		{"empty origin", append(slices.Clone(prefix), 0x91, 0x92, 0xa0, 0x01, 0x00), "empty origin"},
+		{"trailing bytes", append(EncodeSync(SyncMessage{}), 0), "trailing"},
+		{"too large", append(slices.Clone(prefix), make([]byte, MaxSyncBytes)...), "limit"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := DecodeSync(c.data)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrBadSync) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q, want ErrBadSync mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func FuzzDecodeSync(f *testing.F) {
+	f.Add(EncodeSync(SyncMessage{Clock: 3, Have: []SyncEntry{{"node-01", 2}, {"node-02", 0}}}))
+	f.Add([]byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x00, 0x91, 0x92, 0xdb, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		m, err := DecodeSync(data)
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(16*len(data)+64<<10) {
+			t.Fatalf("decoding %d bytes allocated %d", len(data), alloc)
+		}
+		if err != nil {
+			return
+		}
+		for _, e := range m.Have {
+			if e.Origin == "" {
+				t.Fatal("empty origin accepted")
+			}
+		}
+		again, err := DecodeSync(EncodeSync(m))
+		if err != nil {
+			t.Fatalf("re-encoded request does not decode: %v", err)
+		}
+		if again.Clock != m.Clock || !slices.Equal(again.Have, m.Have) {
+			t.Fatalf("re-encoding changed the request: %+v, then %+v", m, again)
+		}
+		if !IsSyncMessage(EncodeSync(m)) {
+			t.Fatal("canonical encoding not recognised")
+		}
+	})
+}
+
+// A lost update closes the receiver's gate; one sync request to the
+// laggard brings it back, and a second resend is a duplicate, not a second
+// application.
+func TestSyncRecoversLostUpdate(t *testing.T) {
+	nodes, ids := newSyncers(t, 3, 0, 5, SyncConfig{})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	for _, n := range nodes {
+		if err := n.Train(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a's update to b is lost; everything else arrives.
+	q := deliver(nodes, ids[0], a.Ready().Messages, func(to string) bool { return to == ids[1] })
+	q = append(q, deliver(nodes, ids[1], b.Ready().Messages, nil)...)
+	q = append(q, deliver(nodes, ids[2], c.Ready().Messages, nil)...)
+	settle(nodes, q)
+	if b.CanTrain() || !a.CanTrain() || !c.CanTrain() {
+		t.Fatalf("gates: a %v, b %v, c %v; want only b closed", a.CanTrain(), b.CanTrain(), c.CanTrain())
+	}
+	reqs := b.SyncRequest()
+	var toA []Message
+	for _, m := range reqs {
+		if !IsSyncMessage(m.Data) {
+			t.Fatal("SyncRequest built something that is not a sync request")
+		}
+		if m.To == ids[0] {
+			toA = append(toA, m)
+		}
+	}
+	if len(toA) == 0 {
+		t.Fatalf("no request to the laggard %s among %d", ids[0], len(reqs))
+	}
+	settle(nodes, deliver(nodes, ids[1], reqs, nil))
+	if !b.CanTrain() {
+		t.Fatalf("b's gate still closed after sync; vector clock %v", b.VectorClock().Snapshot())
+	}
+	before := b.Stats()
+	settle(nodes, deliver(nodes, ids[1], toA, nil))
+	after := b.Stats()
+	if after.UpdatesApplied != before.UpdatesApplied || after.Rejected[RejectDuplicate] <= before.Rejected[RejectDuplicate] {
+		t.Fatalf("a second resend: applied %d→%d, duplicates %d→%d", before.UpdatesApplied, after.UpdatesApplied,
+			before.Rejected[RejectDuplicate], after.Rejected[RejectDuplicate])
+	}
+	if st := a.SyncStats(); st.RequestsServed == 0 || st.UpdatesResent == 0 {
+		t.Fatalf("a's sync stats %+v", st)
+	}
+}
+
+// The last update of a member that died reached one peer only; anti-entropy
+// carries it to the other even though nobody waits for the dead member.
+func TestSyncSpreadsDeadOriginsUpdates(t *testing.T) {
+	nodes, ids := newSyncers(t, 3, 0, 5, SyncConfig{})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	if err := c.Train(); err != nil {
+		t.Fatal(err)
+	}
+	settle(nodes, deliver(nodes, ids[2], c.Ready().Messages, func(to string) bool { return to == ids[1] }))
+	a.PeerDown(ids[2])
+	b.PeerDown(ids[2])
+	if !a.VectorClock().Has(ids[2], 1) || b.VectorClock().Has(ids[2], 1) {
+		t.Fatal("setup: want c's update at a only")
+	}
+	for range 2 { // b's anti-entropy peer is a on the first or second call
+		settle(nodes, deliver(nodes, ids[1], b.SyncRequest(), nil))
+	}
+	if !b.VectorClock().Has(ids[2], 1) {
+		t.Fatal("anti-entropy did not bring the dead member's update to b")
+	}
+}
+
+// An answer never holds updates the requester would reject as too far
+// ahead, and respects the byte budget.
+func TestSyncAnswerBounds(t *testing.T) {
+	nodes, ids := newSyncers(t, 2, 1, 10, SyncConfig{})
+	a := nodes[0]
+	// a runs ahead alone (b's updates are not needed with b down).
+	a.PeerDown(ids[1])
+	for range 6 {
+		if err := a.Train(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Ready()
+	a.Receive(ids[1], EncodeSync(SyncMessage{Clock: 1, Have: []SyncEntry{{ids[0], 0}}}))
+	msgs := a.Ready().Messages
+	if len(msgs) != 1 {
+		t.Fatalf("%d answers, want 1", len(msgs))
+	}
+	ups, err := DecodeEnvelope(msgs[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Requester at clock 1 with s = 1 accepts clocks up to 3.
+	if len(ups) != 3 || ups[0].Clock != 1 || ups[2].Clock != 3 {
+		t.Fatalf("answer holds clocks %v, want 1..3", clocksOf(ups))
+	}
+
+	small, _ := newSyncers(t, 2, 1, 10, SyncConfig{MaxReplyBytes: 1})
+	small[0].PeerDown(ids[1])
+	for range 3 {
+		if err := small[0].Train(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	small[0].Ready()
+	small[0].Receive(ids[1], EncodeSync(SyncMessage{Clock: 5, Have: []SyncEntry{{ids[0], 0}}}))
+	ups, err = DecodeEnvelope(small[0].Ready().Messages[0].Data)
+	if err != nil || len(ups) != 1 {
+		t.Fatalf("a 1-byte budget answers %d updates (%v), want exactly 1", len(ups), err)
+	}
+}
+
+func clocksOf(ups []Update) []uint64 {
+	var out []uint64
+	for _, u := range ups {
+		out = append(out, u.Clock)
+	}
+	return out
+}
+
+// Others' frames are kept for Window clocks once committed; the node's own
+// for History clocks.
+func TestSyncRetentionWindow(t *testing.T) {
+	nodes, ids := newSyncers(t, 2, 0, 40, SyncConfig{Window: 2, History: 8})
+	a, b := nodes[0], nodes[1]
+	for range 20 {
+		for _, n := range nodes {
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		settle(nodes, deliver(nodes, ids[0], a.Ready().Messages, nil))
+		settle(nodes, deliver(nodes, ids[1], b.Ready().Messages, nil))
+	}
+	own, other := len(a.logs[0]), len(a.logs[1])
+	if own != 8 || other != 2 {
+		t.Fatalf("a keeps %d own and %d of b's frames, want 8 and 2", own, other)
+	}
+	st := a.SyncStats()
+	if st.Retained != 10 || st.RetainedBytes <= 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Once b is down, what a holds of it is kept up to History.
+	a.PeerDown(ids[1])
+	a.retain(ids[1], 30, []byte("x"))
+	if len(a.logs[1]) != 3 {
+		t.Fatalf("after PeerDown a keeps %d of b's frames, want 3", len(a.logs[1]))
+	}
+}
+
+func TestPeerUpClosesGateAgain(t *testing.T) {
+	nodes, ids := newSyncers(t, 2, 0, 5, SyncConfig{})
+	a := nodes[0]
+	a.PeerDown(ids[1])
+	if err := a.Train(); err != nil {
+		t.Fatal(err)
+	}
+	if !a.CanTrain() {
+		t.Fatal("gate closed with the only peer down")
+	}
+	a.PeerUp(ids[1])
+	a.PeerUp("stranger")
+	a.PeerUp(ids[0])
+	if a.CanTrain() {
+		t.Fatal("gate open after PeerUp of a member that has sent nothing")
+	}
+	if got := a.Live(); !slices.Equal(got, ids) {
+		t.Fatalf("live %v, want %v", got, ids)
+	}
+}
+
+func TestSyncRejectsBadRequests(t *testing.T) {
+	nodes, ids := newSyncers(t, 2, 0, 5, SyncConfig{})
+	a := nodes[0]
+	a.Receive(ids[1], []byte{0x94, 0x02, 0xff})
+	a.Receive("intruder", EncodeSync(SyncMessage{Have: []SyncEntry{{ids[0], 0}}}))
+	st := a.Stats()
+	if st.Rejected[RejectBadSync] != 1 || st.Rejected[RejectNotMember] != 1 {
+		t.Fatalf("rejected %v", st.Rejected)
+	}
+	if len(a.Ready().Messages) != 0 {
+		t.Fatal("answered a bad request")
+	}
+}
+
+func TestNewSyncerRejectsSmallWindow(t *testing.T) {
+	_, err := NewSyncer(Config{ID: "a", Members: []string{"a"}, Staleness: 3}, SyncConfig{Window: 4})
+	if err == nil || !strings.Contains(err.Error(), "staleness+2") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestSyncCorpusIsCanonical(t *testing.T) {
+	// The hand-written prefix IsSyncMessage relies on is what EncodeSync
+	// writes.
+	if got := EncodeSync(SyncMessage{}); !bytes.HasPrefix(got, []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c'}) {
+		t.Fatalf("encoding starts % x", got)
+	}
+}
