@@ -166,8 +166,10 @@ type Node struct {
 	sampler  sampler
 	scratch  model.Scratch
 	residual []float64
-	outbox   map[string][]Update
-	stats    Stats
+	// factorAcc is reused by every factor frame this node rebuilds.
+	factorAcc sfb.Accumulator
+	outbox    map[string][]Update
+	stats     Stats
 }
 
 // New validates cfg and returns a node at clock 0 with a zero view.
@@ -439,7 +441,7 @@ func (n *Node) decode(frame []byte) (codec.Sparse, string) {
 		if math.IsNaN(norm) || math.IsInf(norm, 0) || (n.cfg.MaxUpdateNorm > 0 && norm > n.cfg.MaxUpdateNorm) {
 			return codec.Sparse{}, RejectNorm
 		}
-		u := f.Reconstruct()
+		u := f.Reconstruct(&n.factorAcc)
 		if !n.fits(u) {
 			return codec.Sparse{}, RejectBadShape
 		}

@@ -20,15 +20,20 @@ import (
 //
 //   - a Syncer keeps the frames it has applied: all of its own (up to
 //     SyncConfig.History clocks) and, per other origin, the newest
-//     SyncConfig.Window clocks plus any still uncommitted;
-//   - the driver calls SyncRequest when the node has been stalled for a while
-//     and periodically; it asks the live members that hold the gate back
-//     ("laggards") for their own updates, and one live member in turn, with
-//     the whole vector clock, for anything it holds that this node lacks
-//     (anti-entropy, which also spreads the last updates of members that
-//     died);
+//     SyncConfig.Window clocks plus any still uncommitted; while it counts
+//     any member down, it keeps everything (up to History), since a member
+//     cut off by a partition may need, after the heal, the updates of an
+//     origin that died in the meantime and that only this side holds;
+//   - when the node has waited at its gate for a while, the driver calls
+//     SyncRequest, which asks the live members that hold it back
+//     ("laggards") for their own updates;
+//   - periodically, the driver calls AntiEntropy, which asks one live member
+//     in turn, with the whole vector clock, for anything old it holds that
+//     this node lacks; that is how the last updates of members that died
+//     reach everyone, since nobody waits for them;
 //   - the receiver of a request answers with an ordinary update envelope,
-//     a bounded batch of what it retains above the requester's entries.
+//     a bounded batch of what it retains between the requester's entries
+//     and the clock the request asks up to.
 //
 // Resent updates are applied through the normal path, so the rules of
 // Receive (membership, duplicates, clock bounds, frame checks) hold for them
@@ -39,11 +44,11 @@ import (
 // A sync request is a msgpack array distinguished from an envelope by its
 // first element, 2 instead of the envelope version 1:
 //
-//	[2, "sync", clock uint, [[origin str, have uint], ...]]
+//	[2, "sync", upto uint, [[origin str, have uint], ...]]
 //
-// clock is the requester's clock; each pair asks for origin's updates with
-// clock above have. It is encoded canonically, so it always starts with the
-// bytes 0x94 0x02, which is how IsSyncMessage tells it from an envelope.
+// Each pair asks for origin's updates with clock in (have, upto]. It is
+// encoded canonically, so it always starts with the bytes 0x94 0x02, which
+// is how IsSyncMessage tells it from an envelope.
 
 const (
 	syncKind = 2
@@ -61,9 +66,11 @@ var ErrBadSync = errors.New("bad sync request")
 
 // SyncMessage is a decoded sync request.
 type SyncMessage struct {
-	// Clock is the requester's clock: a responder sends nothing the
-	// requester would reject as too far ahead.
-	Clock uint64
+	// Upto is the highest clock asked for. A laggard request asks up to
+	// what the requester accepts (its clock + s + 1); anti-entropy only up
+	// to what it should hold already, so updates still in flight are not
+	// sent twice.
+	Upto uint64
 	// Have lists, per origin asked about, the requester's contiguous
 	// high-water mark: it wants that origin's updates above it.
 	Have []SyncEntry
@@ -89,7 +96,7 @@ func EncodeSync(m SyncMessage) []byte {
 	_ = enc.EncodeArrayLen(4)
 	_ = enc.EncodeUint(syncKind)
 	_ = enc.EncodeString(syncTag)
-	_ = enc.EncodeUint(m.Clock)
+	_ = enc.EncodeUint(m.Upto)
 	_ = enc.EncodeArrayLen(len(m.Have))
 	for _, e := range m.Have {
 		_ = enc.EncodeArrayLen(2)
@@ -139,8 +146,8 @@ func decodeSync(data []byte) (SyncMessage, error) {
 		return SyncMessage{}, fmt.Errorf("tag %q, want %q", tag, syncTag)
 	}
 	var m SyncMessage
-	if m.Clock, err = dec.DecodeUint64(); err != nil {
-		return SyncMessage{}, fmt.Errorf("clock: %w", err)
+	if m.Upto, err = dec.DecodeUint64(); err != nil {
+		return SyncMessage{}, fmt.Errorf("upto: %w", err)
 	}
 	count, err := arrayLen(dec, r, "entry list")
 	if err != nil {
@@ -182,20 +189,23 @@ func decodeSync(data []byte) (SyncMessage, error) {
 // SyncConfig tunes retransmission. The zero value picks the defaults.
 type SyncConfig struct {
 	// Window is how many of the newest clocks of each other live origin a
-	// node keeps (uncommitted ones are kept regardless). The default,
+	// node keeps while every member is live in its view (uncommitted ones
+	// are kept regardless). The default,
 	// 2·Staleness+2, covers every update that a member the origin still
 	// counts as live can lack: the origin is at most s ahead of that member's
 	// clock, and the member's clock is at most s ahead of its entry for the
 	// origin.
 	Window int
-	// History caps the clocks kept per origin: always for the node's own
-	// updates, and for origins it has been told are down (their last frames
-	// may exist nowhere else). Default 4096.
+	// History caps the clocks kept per origin: for the node's own updates,
+	// for origins it has been told are down (their last frames may exist
+	// nowhere else), and for every origin while any member is down in its
+	// view. Default 4096.
 	History int
 	// MaxReplyBytes bounds the frame bytes of one answer to a request; the
 	// requester asks again for the rest. Default 1 MiB.
 	MaxReplyBytes int
-	// Fanout is how many laggards one SyncRequest asks. Default 32.
+	// Fanout is how many laggards one SyncRequest asks; repeated calls
+	// take the next ones. Default 32.
 	Fanout int
 }
 
@@ -224,7 +234,7 @@ func (c *SyncConfig) fill(staleness int) error {
 
 // SyncStats count retransmission work.
 type SyncStats struct {
-	RequestsSent   uint64 // sync requests built by SyncRequest
+	RequestsSent   uint64 // requests built by SyncRequest and AntiEntropy
 	RequestBytes   uint64
 	RequestsServed uint64 // well-formed requests from members answered
 	UpdatesResent  uint64 // updates queued in answers
@@ -256,8 +266,10 @@ type Syncer struct {
 	// Cursors rotate requests over laggards and anti-entropy peers, so
 	// repeated calls cover everyone deterministically.
 	lagCursor, peerCursor int
-	syncStats             SyncStats
-	fresh                 []int
+	// degraded is set while some member is down in this node's view.
+	degraded  bool
+	syncStats SyncStats
+	fresh     []int
 }
 
 // captureCodec remembers what the node encoded during one Train. A Syncer
@@ -311,6 +323,18 @@ func (n *Node) PeerUp(id string) {
 		return
 	}
 	n.live[id] = true
+}
+
+// PeerDown marks a member down (see Node.PeerDown).
+func (s *Syncer) PeerDown(id string) {
+	s.Node.PeerDown(id)
+	s.degraded = len(s.Live()) < len(s.members)
+}
+
+// PeerUp marks a member live again (see Node.PeerUp).
+func (s *Syncer) PeerUp(id string) {
+	s.Node.PeerUp(id)
+	s.degraded = len(s.Live()) < len(s.members)
 }
 
 // Receive handles one network message: a sync request is answered (the
@@ -420,7 +444,7 @@ func (s *Syncer) retain(origin string, clock uint64, frame []byte) {
 	s.bytes += len(frame)
 	s.count++
 	drop := 0
-	if origin != s.cfg.ID && s.live[origin] {
+	if origin != s.cfg.ID && s.live[origin] && !s.degraded {
 		newest := log[len(log)-1].clock
 		for drop < len(log) && log[drop].clock+uint64(s.sc.Window) <= newest && log[drop].clock <= s.committedClock {
 			drop++
@@ -439,9 +463,8 @@ func (s *Syncer) retain(origin string, clock uint64, frame []byte) {
 }
 
 // handleSync answers a sync request by queueing, for the requester, the
-// retained updates it lacks: per origin asked about, the clocks above its
-// entry and at most its clock + s + 1 (anything further ahead it would
-// reject), oldest first, within MaxReplyBytes.
+// retained updates it asks for: per origin, the clocks above its entry and
+// at most Upto, oldest first, within MaxReplyBytes.
 func (s *Syncer) handleSync(from string, data []byte) {
 	req, err := DecodeSync(data)
 	if err != nil {
@@ -453,7 +476,7 @@ func (s *Syncer) handleSync(from string, data []byte) {
 		return
 	}
 	s.syncStats.RequestsServed++
-	limit := req.Clock + uint64(s.cfg.Staleness) + 1
+	limit := req.Upto
 	budget, sent := s.sc.MaxReplyBytes, 0
 	for _, e := range req.Have {
 		i, ok := s.index[e.Origin]
@@ -484,51 +507,77 @@ func (s *Syncer) handleSync(from string, data []byte) {
 	}
 }
 
-// SyncRequest returns the sync requests the node needs now: one to each of
-// up to Fanout live members whose entry holds back its gate (or, once it has
-// run all its iterations, its completion), asking for their own updates; and
-// one to the next live member in turn carrying the whole vector clock. The
-// driver sends them like any other message; answers arrive as envelopes.
+// SyncRequest returns what a node stuck at its gate (or, having run all its
+// iterations, waiting for the last updates) sends: one request to each of up
+// to Fanout live members whose entry holds it back, asking for their own
+// updates up to what it accepts (its clock + s + 1). Repeated calls take the
+// next laggards in turn. It returns nil when nothing holds the node back.
+// The driver sends the requests like any other message; answers arrive as
+// envelopes.
 func (s *Syncer) SyncRequest() []Message {
-	live := s.Live()
-	var out []Message
-	if need := s.syncNeed(); need > 0 {
-		var laggards []string
-		for _, q := range live {
-			if q != s.cfg.ID && s.vc.Get(q) < need {
-				laggards = append(laggards, q)
-			}
-		}
-		if len(laggards) > 0 {
-			start := s.lagCursor % len(laggards)
-			for k := range min(s.sc.Fanout, len(laggards)) {
-				q := laggards[(start+k)%len(laggards)]
-				out = append(out, Message{To: q, Data: EncodeSync(SyncMessage{
-					Clock: s.clock,
-					Have:  []SyncEntry{{Origin: q, Clock: s.vc.Get(q)}},
-				})})
-			}
-			s.lagCursor = start + min(s.sc.Fanout, len(laggards))
+	need := s.syncNeed()
+	if need == 0 {
+		return nil
+	}
+	var laggards []string
+	for _, q := range s.Live() {
+		if q != s.cfg.ID && s.vc.Get(q) < need {
+			laggards = append(laggards, q)
 		}
 	}
-	if len(live) > 1 {
-		// Walk the live members after this node's own place, one per call.
-		self, _ := slices.BinarySearch(live, s.cfg.ID)
-		peer := live[(self+1+s.peerCursor%(len(live)-1))%len(live)]
-		s.peerCursor++
-		have := make([]SyncEntry, 0, len(s.members)-1)
-		for _, m := range s.members {
-			if m != s.cfg.ID {
-				have = append(have, SyncEntry{Origin: m, Clock: s.vc.Get(m)})
-			}
-		}
-		out = append(out, Message{To: peer, Data: EncodeSync(SyncMessage{Clock: s.clock, Have: have})})
+	if len(laggards) == 0 {
+		return nil
 	}
-	for _, m := range out {
-		s.syncStats.RequestsSent++
-		s.syncStats.RequestBytes += uint64(len(m.Data))
+	upto := s.clock + uint64(s.cfg.Staleness) + 1
+	start := s.lagCursor % len(laggards)
+	k := min(s.sc.Fanout, len(laggards))
+	s.lagCursor = start + k
+	out := make([]Message, 0, k)
+	for i := range k {
+		q := laggards[(start+i)%len(laggards)]
+		out = append(out, s.request(q, SyncMessage{Upto: upto, Have: []SyncEntry{{Origin: q, Clock: s.vc.Get(q)}}}))
 	}
 	return out
+}
+
+// AntiEntropy returns one request, to the next live member in turn, carrying
+// the node's whole vector clock and asking for the updates the node should
+// hold already (clocks up to its clock − s − 1, all of them once it has run
+// its iterations): gaps the gate does not wait for, such as the last updates
+// of a member that died. Only the origins it lacks something of are listed;
+// it returns nil when it lacks nothing (or has no other live member to ask).
+func (s *Syncer) AntiEntropy() []Message {
+	var upto uint64
+	switch {
+	case s.clock >= s.cfg.Iterations:
+		upto = s.cfg.Iterations
+	case s.clock > uint64(s.cfg.Staleness)+1:
+		upto = s.clock - uint64(s.cfg.Staleness) - 1
+	default:
+		return nil
+	}
+	var have []SyncEntry
+	for _, m := range s.members {
+		if m != s.cfg.ID && s.vc.Get(m) < upto {
+			have = append(have, SyncEntry{Origin: m, Clock: s.vc.Get(m)})
+		}
+	}
+	live := s.Live()
+	if len(have) == 0 || len(live) < 2 {
+		return nil
+	}
+	// Walk the live members after this node's own place, one per request.
+	self, _ := slices.BinarySearch(live, s.cfg.ID)
+	peer := live[(self+1+s.peerCursor%(len(live)-1))%len(live)]
+	s.peerCursor++
+	return []Message{s.request(peer, SyncMessage{Upto: upto, Have: have})}
+}
+
+func (s *Syncer) request(to string, m SyncMessage) Message {
+	data := EncodeSync(m)
+	s.syncStats.RequestsSent++
+	s.syncStats.RequestBytes += uint64(len(data))
+	return Message{To: to, Data: data}
 }
 
 // syncNeed is the entry every live member must reach for the node to make

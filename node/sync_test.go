@@ -72,7 +72,7 @@ func settle(nodes []*Syncer, queue []flight) {
 }
 
 func TestSyncMessageRoundTrip(t *testing.T) {
-	in := SyncMessage{Clock: 1 << 40, Have: []SyncEntry{{"a", 0}, {"bb", 7}, {strings.Repeat("c", maxOriginBytes), 1 << 50}}}
+	in := SyncMessage{Upto: 1 << 40, Have: []SyncEntry{{"a", 0}, {"bb", 7}, {strings.Repeat("c", maxOriginBytes), 1 << 50}}}
 	data := EncodeSync(in)
 	if !IsSyncMessage(data) {
 		t.Fatalf("encoded request % x not recognised", data[:4])
@@ -84,11 +84,11 @@ func TestSyncMessageRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Clock != in.Clock || !slices.Equal(out.Have, in.Have) {
+	if out.Upto != in.Upto || !slices.Equal(out.Have, in.Have) {
 		t.Fatalf("round trip: got %+v", out)
 	}
 	empty, err := DecodeSync(EncodeSync(SyncMessage{}))
-	if err != nil || empty.Clock != 0 || len(empty.Have) != 0 {
+	if err != nil || empty.Upto != 0 || len(empty.Have) != 0 {
 		t.Fatalf("empty request: %+v, %v", empty, err)
 	}
 	// The envelope decoder refuses a sync request (version 2), so a core
@@ -111,7 +111,7 @@ func TestSyncHostileHeaders(t *testing.T) {
 		{"envelope version", []byte{0x94, 0x01, 0xa4, 's', 'y', 'n', 'c', 0x00, 0x90}, "kind 1"},
 		{"wrong tag", []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'k', 0x00, 0x90}, "tag"},
 		{"long tag", []byte{0x94, 0x02, 0xa5, 's', 'y', 'n', 'c', 's', 0x00, 0x90}, "tag claims 5 bytes"},
-		{"clock not a number", []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0xa1, 'x', 0x90}, "clock"},
+		{"upto not a number", []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0xa1, 'x', 0x90}, "upto"},
 		{"entry list array32 huge", append(slices.Clone(prefix), 0xdd, 0xff, 0xff, 0xff, 0xff), "claims"},
 		{"more entries than bytes", append(append(slices.Clone(prefix), 0x9f), make([]byte, 16)...), "cannot fit"},
 		{"entry of three fields", append(slices.Clone(prefix), 0x91, 0x93, 0xa1, 'a', 0x01, 0x01), "3 fields"},
@@ -134,7 +134,7 @@ func TestSyncHostileHeaders(t *testing.T) {
 }
 
 func FuzzDecodeSync(f *testing.F) {
-	f.Add(EncodeSync(SyncMessage{Clock: 3, Have: []SyncEntry{{"node-01", 2}, {"node-02", 0}}}))
+	f.Add(EncodeSync(SyncMessage{Upto: 3, Have: []SyncEntry{{"node-01", 2}, {"node-02", 0}}}))
 	f.Add([]byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x00, 0x91, 0x92, 0xdb, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -157,7 +157,7 @@ func FuzzDecodeSync(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded request does not decode: %v", err)
 		}
-		if again.Clock != m.Clock || !slices.Equal(again.Have, m.Have) {
+		if again.Upto != m.Upto || !slices.Equal(again.Have, m.Have) {
 			t.Fatalf("re-encoding changed the request: %+v, then %+v", m, again)
 		}
 		if !IsSyncMessage(EncodeSync(m)) {
@@ -217,22 +217,40 @@ func TestSyncRecoversLostUpdate(t *testing.T) {
 // The last update of a member that died reached one peer only; anti-entropy
 // carries it to the other even though nobody waits for the dead member.
 func TestSyncSpreadsDeadOriginsUpdates(t *testing.T) {
-	nodes, ids := newSyncers(t, 3, 0, 5, SyncConfig{})
+	nodes, ids := newSyncers(t, 3, 0, 1, SyncConfig{})
 	a, b, c := nodes[0], nodes[1], nodes[2]
+	if got := b.AntiEntropy(); got != nil {
+		t.Fatalf("anti-entropy at clock 0 asks for something: %d requests", len(got))
+	}
 	if err := c.Train(); err != nil {
 		t.Fatal(err)
 	}
 	settle(nodes, deliver(nodes, ids[2], c.Ready().Messages, func(to string) bool { return to == ids[1] }))
 	a.PeerDown(ids[2])
 	b.PeerDown(ids[2])
-	if !a.VectorClock().Has(ids[2], 1) || b.VectorClock().Has(ids[2], 1) {
-		t.Fatal("setup: want c's update at a only")
+	for _, n := range nodes[:2] {
+		if err := n.Train(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for range 2 { // b's anti-entropy peer is a on the first or second call
-		settle(nodes, deliver(nodes, ids[1], b.SyncRequest(), nil))
+	settle(nodes, deliver(nodes, ids[0], a.Ready().Messages, nil))
+	settle(nodes, deliver(nodes, ids[1], b.Ready().Messages, nil))
+	if !a.Done() || !b.Done() || !a.VectorClock().Has(ids[2], 1) || b.VectorClock().Has(ids[2], 1) {
+		t.Fatal("setup: want a and b done, and c's update at a only")
 	}
+	if got := b.SyncRequest(); got != nil {
+		t.Fatalf("b waits for nobody, yet asks %d laggards", len(got))
+	}
+	reqs := b.AntiEntropy()
+	if len(reqs) != 1 || reqs[0].To != ids[0] {
+		t.Fatalf("anti-entropy requests %+v, want one to %s", reqs, ids[0])
+	}
+	settle(nodes, deliver(nodes, ids[1], reqs, nil))
 	if !b.VectorClock().Has(ids[2], 1) {
 		t.Fatal("anti-entropy did not bring the dead member's update to b")
+	}
+	if reqs := b.AntiEntropy(); reqs != nil {
+		t.Fatalf("b lacks nothing, yet sends %d anti-entropy requests", len(reqs))
 	}
 }
 
@@ -249,7 +267,7 @@ func TestSyncAnswerBounds(t *testing.T) {
 		}
 	}
 	a.Ready()
-	a.Receive(ids[1], EncodeSync(SyncMessage{Clock: 1, Have: []SyncEntry{{ids[0], 0}}}))
+	a.Receive(ids[1], EncodeSync(SyncMessage{Upto: 3, Have: []SyncEntry{{ids[0], 0}}}))
 	msgs := a.Ready().Messages
 	if len(msgs) != 1 {
 		t.Fatalf("%d answers, want 1", len(msgs))
@@ -258,7 +276,6 @@ func TestSyncAnswerBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Requester at clock 1 with s = 1 accepts clocks up to 3.
 	if len(ups) != 3 || ups[0].Clock != 1 || ups[2].Clock != 3 {
 		t.Fatalf("answer holds clocks %v, want 1..3", clocksOf(ups))
 	}
@@ -271,7 +288,7 @@ func TestSyncAnswerBounds(t *testing.T) {
 		}
 	}
 	small[0].Ready()
-	small[0].Receive(ids[1], EncodeSync(SyncMessage{Clock: 5, Have: []SyncEntry{{ids[0], 0}}}))
+	small[0].Receive(ids[1], EncodeSync(SyncMessage{Upto: 7, Have: []SyncEntry{{ids[0], 0}}}))
 	ups, err = DecodeEnvelope(small[0].Ready().Messages[0].Data)
 	if err != nil || len(ups) != 1 {
 		t.Fatalf("a 1-byte budget answers %d updates (%v), want exactly 1", len(ups), err)
@@ -316,6 +333,33 @@ func TestSyncRetentionWindow(t *testing.T) {
 	}
 }
 
+// While a node counts any member down, it keeps live origins' frames past
+// the window: the member that is down may need them after a heal, when
+// their origin may be gone.
+func TestSyncRetentionWhileDegraded(t *testing.T) {
+	nodes, ids := newSyncers(t, 3, 0, 40, SyncConfig{Window: 2, History: 6})
+	a, b := nodes[0], nodes[1]
+	a.PeerDown(ids[2])
+	b.PeerDown(ids[2])
+	for range 10 {
+		for _, n := range nodes[:2] {
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		settle(nodes, deliver(nodes, ids[0], a.Ready().Messages, nil))
+		settle(nodes, deliver(nodes, ids[1], b.Ready().Messages, nil))
+	}
+	if got := len(a.logs[1]); got != 6 {
+		t.Fatalf("a counts c down and keeps %d of b's frames, want History = 6", got)
+	}
+	a.PeerUp(ids[2])
+	a.retain(ids[1], 11, []byte("x")) // the next frame of b evicts past the window again
+	if got := len(a.logs[1]); got > 2+1 {
+		t.Fatalf("with everyone live again a keeps %d of b's frames", got)
+	}
+}
+
 func TestPeerUpClosesGateAgain(t *testing.T) {
 	nodes, ids := newSyncers(t, 2, 0, 5, SyncConfig{})
 	a := nodes[0]
@@ -341,7 +385,7 @@ func TestSyncRejectsBadRequests(t *testing.T) {
 	nodes, ids := newSyncers(t, 2, 0, 5, SyncConfig{})
 	a := nodes[0]
 	a.Receive(ids[1], []byte{0x94, 0x02, 0xff})
-	a.Receive("intruder", EncodeSync(SyncMessage{Have: []SyncEntry{{ids[0], 0}}}))
+	a.Receive("intruder", EncodeSync(SyncMessage{Upto: 1, Have: []SyncEntry{{ids[0], 0}}}))
 	st := a.Stats()
 	if st.Rejected[RejectBadSync] != 1 || st.Rejected[RejectNotMember] != 1 {
 		t.Fatalf("rejected %v", st.Rejected)

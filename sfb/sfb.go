@@ -181,27 +181,49 @@ func l2(v []float32) float64 {
 	return math.Sqrt(s)
 }
 
+// Accumulator holds reusable memory for Reconstruct. The zero value is
+// ready; it is not safe for concurrent use.
+type Accumulator struct {
+	dense   []float64
+	touched []bool
+	keys    []uint64
+}
+
 // Reconstruct builds the update Σ_i b_i c_iᵀ as a sparse vector over the
 // model's keys (class c's block starts at c·Stride). Summation runs sample by
-// sample in index order, so the result is deterministic.
-func (f Factors) Reconstruct() codec.Sparse {
-	acc := map[uint64]float64{}
+// sample in index order, so the result is deterministic. acc may be nil.
+func (f Factors) Reconstruct(acc *Accumulator) codec.Sparse {
+	if acc == nil {
+		acc = &Accumulator{}
+	}
+	size := f.K * int(f.Stride)
+	if len(acc.dense) < size {
+		acc.dense = make([]float64, size)
+		acc.touched = make([]bool, size)
+	}
+	acc.keys = acc.keys[:0]
 	for i := range f.B {
 		for j, key := range f.C[i].Keys {
 			x := float64(f.C[i].Values[j])
 			for c, b := range f.B[i] {
-				acc[uint64(c)*f.Stride+key] += float64(b) * x
+				k := uint64(c)*f.Stride + key
+				if !acc.touched[k] {
+					acc.touched[k] = true
+					acc.keys = append(acc.keys, k)
+				}
+				acc.dense[k] += float64(b) * x
 			}
 		}
 	}
-	out := codec.Sparse{Keys: make([]uint64, 0, len(acc))}
-	for k := range acc {
-		out.Keys = append(out.Keys, k)
-	}
-	slices.Sort(out.Keys)
-	out.Values = make([]float32, len(out.Keys))
+	slices.Sort(acc.keys)
+	out := codec.Sparse{Keys: slices.Clone(acc.keys), Values: make([]float32, len(acc.keys))}
 	for i, k := range out.Keys {
-		out.Values[i] = float32(acc[k])
+		out.Values[i] = float32(acc.dense[k])
+		acc.dense[k] = 0
+		acc.touched[k] = false
+	}
+	if out.Keys == nil {
+		out.Keys = []uint64{}
 	}
 	return out
 }

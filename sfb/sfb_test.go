@@ -23,7 +23,7 @@ func sample() Factors {
 
 // The reconstruction is exactly Σ b_i c_iᵀ, laid out class block by block.
 func TestReconstructExact(t *testing.T) {
-	got := sample().Reconstruct()
+	got := sample().Reconstruct(nil)
 	want := map[uint64]float32{}
 	f := sample()
 	for i := range f.B {
@@ -59,7 +59,8 @@ func TestRoundTripLossless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := sample().Reconstruct(), f.Reconstruct()
+	var acc Accumulator
+	a, b := sample().Reconstruct(&acc), f.Reconstruct(&acc)
 	for i := range a.Keys {
 		if a.Keys[i] != b.Keys[i] || a.Values[i] != b.Values[i] {
 			t.Fatalf("pair %d differs after the round trip", i)
@@ -73,7 +74,7 @@ func TestRoundTripLossless(t *testing.T) {
 // ‖b cᵀ‖_F = ‖b‖·‖c‖: the norm bound is exact for one factor pair.
 func TestNormIdentity(t *testing.T) {
 	f := Factors{K: 2, Stride: 4, B: [][]float32{{3, 4}}, C: []codec.Sparse{{Keys: []uint64{1, 3}, Values: []float32{1, 2}}}}
-	u := f.Reconstruct()
+	u := f.Reconstruct(nil)
 	var fro float64
 	for _, v := range u.Values {
 		fro += float64(v) * float64(v)
@@ -132,7 +133,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		u := fs.Reconstruct()
+		u := fs.Reconstruct(nil)
 		for _, k := range u.Keys {
 			if k >= 15 {
 				t.Fatalf("reconstructed key %d outside 3 classes × stride 5", k)
