@@ -84,12 +84,12 @@ const (
 )
 
 // measureRead runs Read and returns the bytes it allocated.
-func measureRead(data []byte) (*Dataset, error, uint64) {
+func measureRead(data []byte) (*Dataset, uint64, error) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	d, err := Read(bytes.NewReader(data), "fuzz")
 	runtime.ReadMemStats(&after)
-	return d, err, after.TotalAlloc - before.TotalAlloc
+	return d, after.TotalAlloc - before.TotalAlloc, err
 }
 
 func FuzzRead(f *testing.F) {
@@ -98,7 +98,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(gz(f, "1 1:1 2:2\n-1 3:3\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n := inflatedLen(data)
-		d, err, alloc := measureRead(data)
+		d, alloc, err := measureRead(data)
 		if limit := uint64(allocPerByte*n + allocFixed); alloc > limit {
 			t.Fatalf("Read allocated %d bytes for %d bytes of input (limit %d)", alloc, n, limit)
 		}
@@ -142,7 +142,7 @@ func TestAllocBound(t *testing.T) {
 	}
 	for name, in := range inputs {
 		n := inflatedLen(in)
-		d, err, alloc := measureRead(in)
+		d, alloc, err := measureRead(in)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
