@@ -1,6 +1,13 @@
-// Package testnet runs a whole mesh on one machine: several real libp2p hosts
-// on 127.0.0.1, each driving a node core on its own shard of a data set, and
-// reports how training went. It is the product's demonstration and the
-// harness its system tests and measurements use; it contains no training or
-// protocol logic of its own, only wiring of node, mesh and dataset.
+// Package testnet runs whole meshes on one machine, for trying sketchmesh
+// out and for measuring it. It contains no training or protocol logic of its
+// own: it wires the same node cores (package node) that a real mesh runs.
+//
+//   - Run starts several real libp2p hosts on 127.0.0.1, each driving a node
+//     core on its own shard of a data set, over loopback TCP or over links
+//     shaped like a WAN (LinkProfile, see wan.go), and reports how training
+//     went.
+//   - Simulate runs hundreds or thousands of node cores as a deterministic
+//     discrete-event simulation on a virtual clock, over modelled links with
+//     loss, duplication, reordering and partitions, driven by a fault script,
+//     and replayable by seed.
 package testnet
