@@ -161,3 +161,57 @@ func TestTopologyJSON(t *testing.T) {
 		t.Fatalf("--nodes 0: exit %d, stderr %q", code, errOut)
 	}
 }
+
+func TestSimulateJSONAndReplay(t *testing.T) {
+	args := []string{"simulate", "--nodes", "12", "--iterations", "45", "--wan", "geo3,loss=0.01", "--seed", "5",
+		"--faults", "../testnet/testdata/scenarios/faults.txt", "--json"}
+	code, out, errOut := runMain(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"nodes", "iterations", "seed", "trace_hash", "wall_seconds", "simulated_seconds", "node_iterations_per_second",
+		"final_test_accuracy", "final_test_loss", "staleness_observed_max", "messages_per_node_per_iteration", "bytes_per_node_per_iteration"} {
+		if _, ok := rep[f]; !ok {
+			t.Errorf("report lacks %q", f)
+		}
+	}
+	if inv := rep["invariants"].(map[string]any); inv["ok"] != true {
+		t.Fatalf("invariants %v", inv)
+	}
+	_, again, _ := runMain(args...)
+	var rep2 map[string]any
+	if err := json.Unmarshal([]byte(again), &rep2); err != nil {
+		t.Fatal(err)
+	}
+	if rep["trace_hash"] != rep2["trace_hash"] {
+		t.Fatalf("same seed, trace hashes %v and %v", rep["trace_hash"], rep2["trace_hash"])
+	}
+}
+
+func TestSimulateBadInput(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "bad.txt")
+	if err := os.WriteFile(script, []byte("at 3: kill 1\nat five: heal\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--faults", filepath.Join(dir, "missing.txt")}, "missing.txt"},
+		{[]string{"--faults", script}, "bad.txt:2"},
+		{[]string{"--wan", "geo4"}, "geo4"},
+		{[]string{"--nodes", "0"}, "--nodes 0"},
+		{[]string{"--topology", "ring"}, `--topology "ring"`},
+	}
+	for _, c := range cases {
+		code, out, errOut := runMain(append([]string{"simulate"}, c.args...)...)
+		if code != 2 || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 naming %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}

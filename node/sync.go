@@ -27,10 +27,11 @@ import (
 //   - when the node has waited at its gate for a while, the driver calls
 //     SyncRequest, which asks the live members that hold it back
 //     ("laggards") for their own updates;
-//   - periodically, the driver calls AntiEntropy, which asks one live member
-//     in turn, with the whole vector clock, for anything old it holds that
-//     this node lacks; that is how the last updates of members that died
-//     reach everyone, since nobody waits for them;
+//   - periodically, the driver calls AntiEntropy, which sends one live
+//     member in turn the node's entries for every origin it lacks something
+//     old of (clocks its gate is already past); that is how the last
+//     updates of members that died reach everyone, since nobody waits for
+//     them;
 //   - the receiver of a request answers with an ordinary update envelope,
 //     a bounded batch of what it retains between the requester's entries
 //     and the clock the request asks up to.

@@ -50,7 +50,7 @@ type Config struct {
 	// forwards them, so relays batch (see mesh.Options).
 	RelayWindow time.Duration
 	// WAN shapes the links between nodes; the zero value is loopback TCP.
-	WAN WAN
+	WAN LinkProfile
 	// ComputeTime is extra time each iteration takes, emulating a heavier
 	// model than the one trained.
 	ComputeTime time.Duration

@@ -38,7 +38,7 @@ func TestParseWAN(t *testing.T) {
 	if lan, _ := ParseWAN("lan"); lan.Emulated() {
 		t.Fatal("lan is emulated")
 	}
-	for _, bad := range []string{"mars", "latency=fast", "latency=-1s", "bandwidth=0Mbit", "bandwidth=lots", "jitter=5ms"} {
+	for _, bad := range []string{"mars", "latency=fast", "latency=-1s", "latency=5ms,bandwidth=0Mbit", "bandwidth=lots", "geo3,jitter=5ms", "lan,loss=0.01"} {
 		if _, err := ParseWAN(bad); err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("ParseWAN(%q): err %v, want an error naming the profile", bad, err)
 		}

@@ -1,0 +1,153 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/testnet"
+)
+
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	nodes := fs.Int("nodes", 64, fmt.Sprintf("number of simulated nodes (1-%d)", testnet.MaxSimNodes))
+	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
+	testData := fs.String("test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
+	modelName := fs.String("model", "lr", "model: lr, svm, linear or softmax")
+	optimizer := fs.String("optimizer", "sgd", "optimizer: sgd or adam (sgd keeps no per-node moments, which matters at a thousand nodes)")
+	lr := fs.Float64("lr", 1, "learning rate (> 0)")
+	l2 := fs.Float64("l2", 1e-4, "L2 regularisation strength (>= 0)")
+	batch := fs.Float64("batch", 1, "mini-batch per node: a fraction of its shard when below 1, else a row count")
+	iterations := fs.Int("iterations", 50, "iterations each node runs (>= 1)")
+	seed := fs.Uint64("seed", 1, "seed of every random choice: data, links, faults; the same seed gives the same trace hash")
+	codecName := fs.String("codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
+	errorFeedback := fs.Bool("error-feedback", true, "carry what a lossy codec dropped into the next update")
+	staleness := fs.Int("staleness", 2, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
+	topology := fs.String("topology", "halton", "overlay: halton or full")
+	wan := fs.String("wan", "lan", "modelled network: lan, geo3 or latency=50ms,bandwidth=100Mbit, optionally followed by ,loss=0.01 ,jitter=5ms ,dup=0.001 ,reorder=0.01")
+	computeTime := fs.Duration("compute-time", 10*time.Millisecond, "virtual compute time of one iteration")
+	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal'")
+	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sketchmesh simulate [flags]\n\nRuns the node core of every member as a discrete-event simulation on a virtual clock, in one goroutine, replayable by seed.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name, v string
+		allowed []string
+	}{
+		{"model", *modelName, []string{"lr", "svm", "linear", "softmax"}},
+		{"optimizer", *optimizer, []string{"sgd", "adam"}},
+		{"codec", *codecName, codec.Names()},
+		{"topology", *topology, []string{"halton", "full"}},
+	} {
+		if err := oneOf(c.name, c.v, c.allowed...); err != nil {
+			return err
+		}
+	}
+	switch {
+	case *nodes < 1 || *nodes > testnet.MaxSimNodes:
+		return badInput("--nodes %d: want 1 to %d", *nodes, testnet.MaxSimNodes)
+	case !(*lr > 0) || math.IsInf(*lr, 0):
+		return badInput("--lr %v: want a finite value > 0", *lr)
+	case !(*l2 >= 0) || math.IsInf(*l2, 0):
+		return badInput("--l2 %v: want a finite value >= 0", *l2)
+	case !(*batch > 0) || math.IsInf(*batch, 0) || (*batch > 1 && *batch != math.Trunc(*batch)):
+		return badInput("--batch %v: want a fraction in (0,1] or a whole row count", *batch)
+	case *iterations < 1:
+		return badInput("--iterations %d: want >= 1", *iterations)
+	case *staleness < 0:
+		return badInput("--staleness %d: want >= 0", *staleness)
+	case *computeTime <= 0:
+		return badInput("--compute-time %v: want > 0", *computeTime)
+	}
+	link, err := testnet.ParseLinkProfile(*wan)
+	if err != nil {
+		return usageError{fmt.Errorf("--wan: %w", err)}
+	}
+	var scenario *testnet.Scenario
+	if *faults != "" {
+		f, err := os.Open(*faults)
+		if err != nil {
+			return usageError{fmt.Errorf("--faults: %w", err)}
+		}
+		scenario, err = testnet.ParseScenario(f, *faults)
+		f.Close()
+		if err != nil {
+			return usageError{fmt.Errorf("--faults: %w", err)}
+		}
+	}
+	train, test, err := loadData(*data, *testData, *seed)
+	if err != nil {
+		return err
+	}
+	if _, err := testnet.NewModel(model.Kind(*modelName), *l2, train); err != nil {
+		return usageError{err}
+	}
+	cfg := testnet.SimConfig{
+		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(*optimizer),
+		LR: *lr, L2: *l2, Batch: *batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,
+		ErrorFeedback: *errorFeedback, Staleness: *staleness, Topology: *topology, WAN: link,
+		ComputeTime: *computeTime, Faults: scenario,
+	}
+	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %d iterations, seed %d\n",
+		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, cfg.Iterations, cfg.Seed)
+	start := time.Now()
+	cfg.Progress = func(p testnet.SimProgress) {
+		acc := ""
+		if !math.IsNaN(p.TestAccuracy) {
+			acc = fmt.Sprintf("  test_acc %6.2f%%", 100*p.TestAccuracy)
+		}
+		step := ""
+		if p.Step != "" {
+			step = "  [" + p.Step + "]"
+		}
+		fmt.Fprintf(stderr, "iter %4d/%d  simulated %.2fs  live %d  test_loss %.4f%s  sent %s  wall %.1fs%s\n",
+			p.Iteration, cfg.Iterations, p.SimulatedSeconds, p.Live, p.TestLoss, acc, humanBytes(float64(p.BytesSent)), time.Since(start).Seconds(), step)
+	}
+	rep, err := testnet.Simulate(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "%d nodes (%d live at the end), %d iterations: %.2f simulated seconds in %.2f wall seconds, %.0f node-iterations per wall second\n",
+			rep.Nodes, rep.LiveNodes, rep.Iterations, rep.SimulatedSeconds, rep.WallSeconds, rep.NodeIterationsPerSecond)
+		fmt.Fprintf(stdout, "final test accuracy %s, test loss %.4f (mean over live nodes)\n", pct(rep.FinalTestAccuracy), rep.FinalTestLoss)
+		fmt.Fprintf(stdout, "per node per iteration: %.2f messages, %s; staleness max %d, mean %.2f; %.2f s blocked per node\n",
+			rep.MessagesPerNodePerIteration, humanBytes(rep.BytesPerNodePerIteration), rep.StalenessObservedMax, rep.StalenessObservedMean, rep.BlockedSecondsPerNode)
+		inv := rep.Invariants
+		fmt.Fprintf(stdout, "invariants: applied twice %d, max read staleness %d, undelivered %d, stalled %v -> ok %v\n",
+			inv.AppliedTwice, inv.MaxReadStaleness, inv.UndeliveredAfterHeal, inv.Stalled, inv.OK)
+		for _, a := range rep.Assertions {
+			fmt.Fprintf(stdout, "line %d: %s at iteration %d: %v (value %g)\n", a.Line, a.Step, a.Iteration, map[bool]string{true: "passed", false: "FAILED"}[a.Passed], a.Value)
+		}
+		fmt.Fprintf(stdout, "trace hash %s (seed %d)\n", rep.TraceHash, rep.Seed)
+	}
+	if !rep.Invariants.OK {
+		return fmt.Errorf("invariants violated: %+v", rep.Invariants)
+	}
+	for _, a := range rep.Assertions {
+		if !a.Passed {
+			return fmt.Errorf("assertion on line %d failed: %s (value %g)", a.Line, a.Step, a.Value)
+		}
+	}
+	return nil
+}

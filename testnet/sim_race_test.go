@@ -1,0 +1,7 @@
+//go:build race
+
+package testnet
+
+// The race detector slows the simulator about tenfold; a few seeds still
+// exercise every code path.
+const simInvariantSeeds = 8

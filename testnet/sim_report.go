@@ -1,0 +1,192 @@
+package testnet
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// SimReport is the outcome of a simulated run. Field names are part of the
+// JSON interface and stay stable; new fields may be added.
+type SimReport struct {
+	Nodes      int    `json:"nodes"`
+	Iterations int    `json:"iterations"`
+	Seed       uint64 `json:"seed"`
+	Topology   string `json:"topology"`
+	// MeanHops is the mean number of hops from an origin to a receiver.
+	MeanHops  float64 `json:"mean_hops"`
+	Staleness int     `json:"staleness"`
+	Network   string  `json:"network"`
+	Model     string  `json:"model"`
+	Optimizer string  `json:"optimizer"`
+	Codec     string  `json:"codec"`
+	Dataset   string  `json:"dataset"`
+	Scenario  string  `json:"scenario,omitempty"`
+	// TraceHash identifies the run's event history (see Simulate): equal
+	// for equal configurations and seeds.
+	TraceHash string `json:"trace_hash"`
+	Events    uint64 `json:"events"`
+	// WallSeconds is the real time Simulate took, building the nodes and
+	// the final evaluation included; SimulatedSeconds is the virtual time
+	// at which every live node was done (or the run stopped).
+	WallSeconds      float64 `json:"wall_seconds"`
+	SimulatedSeconds float64 `json:"simulated_seconds"`
+	// NodeIterations counts iterations run, over all nodes. Per second of
+	// wall time it is the simulator's speed; per simulated second, the
+	// simulated mesh's.
+	NodeIterations                   uint64  `json:"node_iterations"`
+	NodeIterationsPerSecond          float64 `json:"node_iterations_per_second"`
+	SimulatedNodeIterationsPerSecond float64 `json:"simulated_node_iterations_per_second"`
+	// LiveNodes are the nodes alive at the end; the test figures are means
+	// over them (accuracy absent for regression).
+	LiveNodes         int      `json:"live_nodes"`
+	FinalTestLoss     float64  `json:"final_test_loss"`
+	FinalTestAccuracy *float64 `json:"final_test_accuracy,omitempty"`
+	// Staleness of reads, over every read by a node live at the time.
+	StalenessObservedMax  uint64  `json:"staleness_observed_max"`
+	StalenessObservedMean float64 `json:"staleness_observed_mean"`
+	// Traffic per node-iteration run (nodes × iterations without faults):
+	// every message put on a link, sync requests and answers included.
+	MessagesPerNodePerIteration float64 `json:"messages_per_node_per_iteration"`
+	BytesPerNodePerIteration    float64 `json:"bytes_per_node_per_iteration"`
+	MessagesTotal               uint64  `json:"messages_total"`
+	BytesTotal                  uint64  `json:"bytes_total"`
+	// SyncRequests and SyncRequestBytes are the requests alone; resent
+	// updates travel in ordinary envelopes and are counted in UpdatesResent.
+	SyncRequests uint64 `json:"sync_requests"`
+	// StallSyncs counts the times a node asked because it had waited at its
+	// gate for SyncTimeout (the rest of the requests are anti-entropy).
+	StallSyncs       uint64 `json:"stall_syncs"`
+	SyncRequestBytes uint64 `json:"sync_request_bytes"`
+	UpdatesResent    uint64 `json:"updates_resent"`
+	// BlockedSecondsPerNode is the mean over live nodes of the virtual time
+	// spent with iterations left and the gate closed.
+	BlockedSecondsPerNode float64 `json:"blocked_seconds_per_node"`
+	// Dropped counts messages lost on links ("loss"), cut by a partition
+	// ("partition") or addressed to a dead node ("dead"); Duplicated counts
+	// extra copies delivered; Rejected the cores' rejections by reason.
+	Dropped    map[string]uint64 `json:"dropped"`
+	Duplicated uint64            `json:"duplicated"`
+	Rejected   map[string]uint64 `json:"rejected"`
+	// RetainedFramesPerNode is the mean number of frames a node keeps for
+	// retransmission at the end.
+	RetainedFramesPerNode float64           `json:"retained_frames_per_node"`
+	Invariants            SimInvariants     `json:"invariants"`
+	Assertions            []AssertionResult `json:"assertions,omitempty"`
+}
+
+// SimInvariants are the properties every run must have, checked at the end.
+type SimInvariants struct {
+	// AppliedTwice is how many more updates the cores applied than the
+	// distinct updates they hold: must be 0.
+	AppliedTwice uint64 `json:"applied_twice"`
+	// MaxReadStaleness is the largest staleness of any read (in iterations,
+	// against the members the reader counted live): must be at most s.
+	MaxReadStaleness uint64 `json:"max_read_staleness"`
+	// UndeliveredAfterHeal counts updates that some live node holds and
+	// another lacks at the end: must be 0.
+	UndeliveredAfterHeal uint64 `json:"undelivered_after_heal"`
+	// Stalled says the run stopped because nobody could make progress.
+	Stalled bool `json:"stalled"`
+	OK      bool `json:"ok"`
+}
+
+// AssertionResult is the outcome of a scenario's assert step.
+type AssertionResult struct {
+	Line int    `json:"line"`
+	Step string `json:"step"`
+	// Iteration is the slowest live node's clock when it was evaluated.
+	Iteration        uint64  `json:"iteration"`
+	SimulatedSeconds float64 `json:"simulated_seconds"`
+	Value            float64 `json:"value"`
+	Passed           bool    `json:"passed"`
+}
+
+func (s *sim) report(wall time.Duration) *SimReport {
+	cfg := s.cfg
+	end := s.now
+	if s.allDoneAt >= 0 {
+		end = s.allDoneAt
+	}
+	r := &SimReport{
+		Nodes:                cfg.Nodes,
+		Iterations:           cfg.Iterations,
+		Seed:                 cfg.Seed,
+		Topology:             cfg.Topology,
+		MeanHops:             s.hops,
+		Staleness:            cfg.Staleness,
+		Network:              cfg.WAN.String(),
+		Model:                string(cfg.Model),
+		Optimizer:            string(cfg.Optimizer),
+		Codec:                s.cdcName,
+		Dataset:              cfg.Train.Name,
+		TraceHash:            fmt.Sprintf("%016x", uint64(s.trace)),
+		Events:               s.events,
+		WallSeconds:          wall.Seconds(),
+		SimulatedSeconds:     float64(end) / 1e9,
+		NodeIterations:       s.nodeIters,
+		StalenessObservedMax: s.staleMax,
+		MessagesTotal:        s.msgs,
+		BytesTotal:           s.bytes,
+		SyncRequests:         s.syncMsgs,
+		StallSyncs:           s.stallSyncs,
+		SyncRequestBytes:     s.syncBytes,
+		Dropped:              s.dropped,
+		Duplicated:           s.dups,
+		Rejected:             map[string]uint64{},
+		Assertions:           s.assertions,
+	}
+	if cfg.Faults != nil {
+		r.Scenario = cfg.Faults.Name
+	}
+	if wall > 0 {
+		r.NodeIterationsPerSecond = float64(s.nodeIters) / wall.Seconds()
+	}
+	if end > 0 {
+		r.SimulatedNodeIterationsPerSecond = float64(s.nodeIters) / r.SimulatedSeconds
+	}
+	if s.reads > 0 {
+		r.StalenessObservedMean = float64(s.staleSum) / float64(s.reads)
+	}
+	if s.nodeIters > 0 {
+		r.MessagesPerNodePerIteration = float64(s.msgs) / float64(s.nodeIters)
+		r.BytesPerNodePerIteration = float64(s.bytes) / float64(s.nodeIters)
+	}
+	var lossSum, accSum, blocked float64
+	var retained int
+	hasAcc := true
+	for _, n := range s.nodes {
+		st := n.core.Stats()
+		for reason, c := range st.Rejected {
+			r.Rejected[reason] += c
+		}
+		ss := n.core.SyncStats()
+		r.UpdatesResent += ss.UpdatesResent
+		retained += ss.Retained
+		if !n.alive {
+			continue
+		}
+		r.LiveNodes++
+		met := n.core.Evaluate(s.test)
+		lossSum += met.Loss
+		accSum += met.Accuracy
+		hasAcc = hasAcc && !math.IsNaN(met.Accuracy)
+		blocked += float64(n.blocked)
+	}
+	live := float64(r.LiveNodes)
+	r.FinalTestLoss = finite(lossSum / live)
+	if hasAcc {
+		r.FinalTestAccuracy = optional(accSum / live)
+	}
+	r.BlockedSecondsPerNode = blocked / live / 1e9
+	r.RetainedFramesPerNode = float64(retained) / float64(len(s.nodes))
+	r.Invariants = SimInvariants{
+		AppliedTwice:         s.appliedTwice(),
+		MaxReadStaleness:     s.staleMax,
+		UndeliveredAfterHeal: s.undelivered(),
+		Stalled:              s.stalled,
+	}
+	inv := &r.Invariants
+	inv.OK = inv.AppliedTwice == 0 && inv.MaxReadStaleness <= uint64(cfg.Staleness) && inv.UndeliveredAfterHeal == 0 && !inv.Stalled
+	return r
+}

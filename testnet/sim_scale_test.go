@@ -1,0 +1,115 @@
+package testnet
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSimScale produces the simulator's figures. It is skipped unless
+// SKETCHMESH_SIM_SCALE names what to run, comma-separated:
+//
+//	big      1024 nodes, logistic regression on rcv1, 50 iterations
+//	traffic  messages and bytes per node-iteration against P, full and halton
+//	         (SKETCHMESH_SIM_SIZES=16,64 picks the sizes; default 16 to 1024)
+//	geo      staleness and blocked time against P on geo3, with and without 1% loss
+//	faults   testdata/scenarios/faults.txt against a fault-free run
+//	all      everything
+//
+// for example SKETCHMESH_SIM_SCALE=traffic go test -run TestSimScale -v
+// -timeout 2h ./testnet/
+func TestSimScale(t *testing.T) {
+	want := strings.Split(os.Getenv("SKETCHMESH_SIM_SCALE"), ",")
+	if want[0] == "" {
+		t.Skip("set SKETCHMESH_SIM_SCALE to big, traffic, geo, faults or all")
+	}
+	run := func(name string) bool { return slices.Contains(want, name) || slices.Contains(want, "all") }
+	// SGD at a rate the batch size keeps stable; with batch 0.5 a node of
+	// a large mesh trains on its one row.
+	base := func(nodes, iterations int) SimConfig {
+		cfg := simConfig(t, nodes, iterations, 1)
+		cfg.LR, cfg.Batch = 10, 0.5
+		return cfg
+	}
+	simulate := func(t *testing.T, cfg SimConfig) *SimReport {
+		t.Helper()
+		r, err := Simulate(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	line := func(label string, r *SimReport) {
+		t.Logf("%-24s P=%-5d %-6s s=%d wall %7.1fs  sim %6.3fs  %8.0f node-it/s wall  %9.0f node-it/s sim  msgs/node-it %7.1f  KB/node-it %7.1f  stale max %d mean %.2f  blocked/node %.3fs  loss %.4f  resent %d  ok %v",
+			label, r.Nodes, r.Topology, r.Staleness, r.WallSeconds, r.SimulatedSeconds, r.NodeIterationsPerSecond,
+			r.SimulatedNodeIterationsPerSecond, r.MessagesPerNodePerIteration, r.BytesPerNodePerIteration/1024,
+			r.StalenessObservedMax, r.StalenessObservedMean, r.BlockedSecondsPerNode, r.FinalTestLoss, r.UpdatesResent, r.Invariants.OK)
+	}
+	if run("big") {
+		cfg := base(1024, 50)
+		cfg.FlushDelay = time.Millisecond
+		line("big (lan, flush 1ms)", simulate(t, cfg))
+	}
+	if run("traffic") {
+		sizes := []int{16, 64, 256, 1024}
+		if v := os.Getenv("SKETCHMESH_SIM_SIZES"); v != "" {
+			sizes = sizes[:0]
+			for _, f := range strings.Split(v, ",") {
+				p, err := strconv.Atoi(f)
+				if err != nil {
+					t.Fatalf("SKETCHMESH_SIM_SIZES: %v", err)
+				}
+				sizes = append(sizes, p)
+			}
+		}
+		for _, p := range sizes {
+			for _, topo := range []string{"full", "halton"} {
+				for _, flush := range []time.Duration{0, time.Millisecond} {
+					if topo == "full" && flush > 0 {
+						continue // nothing to batch: every message is one update
+					}
+					cfg := base(p, 10)
+					cfg.Topology, cfg.FlushDelay = topo, flush
+					line("traffic flush "+flush.String(), simulate(t, cfg))
+				}
+			}
+		}
+	}
+	if run("geo") {
+		for _, net := range []string{"geo3", "geo3,loss=0.01"} {
+			wan, err := ParseLinkProfile(net)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []int{16, 64, 256} {
+				for _, topo := range []string{"full", "halton"} {
+					for _, s := range []int{0, 2} {
+						cfg := base(p, 30)
+						cfg.WAN, cfg.Staleness, cfg.Topology = wan, s, topo
+						cfg.LR = 1 // stale reads at rate 10 diverge
+						if topo == "halton" {
+							cfg.FlushDelay = time.Millisecond
+						}
+						line(net, simulate(t, cfg))
+					}
+				}
+			}
+		}
+	}
+	if run("faults") {
+		sc := loadScenario(t, "faults.txt")
+		for _, p := range []int{64, 256} {
+			cfg := base(p, 50)
+			cfg.FlushDelay = time.Millisecond
+			line("fault-free", simulate(t, cfg))
+			cfg.Faults = sc
+			r := simulate(t, cfg)
+			line("faults.txt", r)
+			t.Logf("%-24s live %d, dropped %v, rejected %v, assertions %+v", "", r.LiveNodes, r.Dropped, r.Rejected, r.Assertions)
+		}
+	}
+}

@@ -1,0 +1,471 @@
+package testnet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/model"
+)
+
+var simData = sync.OnceValues(func() ([2]*dataset.Dataset, error) {
+	train, test, err := dataset.Builtin("rcv1")
+	return [2]*dataset.Dataset{train, test}, err
+})
+
+func simConfig(t testing.TB, nodes, iterations int, seed uint64) SimConfig {
+	t.Helper()
+	d, err := simData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return SimConfig{
+		Nodes: nodes, Train: d[0], Test: d[1], Model: model.LogisticRegression, Optimizer: model.SGD,
+		LR: 1, L2: 1e-4, Batch: 0.1, Iterations: iterations, Seed: seed, Codec: "raw",
+	}
+}
+
+func loadScenario(t testing.TB, name string) *Scenario {
+	t.Helper()
+	path := filepath.Join("testdata", "scenarios", name)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc, err := ParseScenario(f, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func simulate(t testing.TB, cfg SimConfig) *SimReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Simulate(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Many seeds of a short faulty run (5% loss, a kill, a partition and its
+// heal) on both topologies and three staleness bounds: no update is applied
+// twice, no read by a live node is staler than s, every update a live node
+// holds reaches every live node, and every run replays to the same trace.
+func TestSimInvariantsUnderFaults(t *testing.T) {
+	sc := loadScenario(t, "smoke.txt")
+	seeds := simInvariantSeeds
+	if testing.Short() {
+		seeds = min(seeds, 10)
+	}
+	hashes := map[string]uint64{}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		cfg := simConfig(t, 8, 20, seed)
+		cfg.Faults = sc
+		cfg.Staleness = int(seed % 3)
+		if seed%2 == 0 {
+			cfg.Topology = "full"
+		}
+		r := simulate(t, cfg)
+		inv := r.Invariants
+		if !inv.OK || inv.AppliedTwice != 0 || inv.MaxReadStaleness > uint64(cfg.Staleness) || inv.UndeliveredAfterHeal != 0 || inv.Stalled {
+			t.Fatalf("seed %d (s=%d, %s): invariants %+v", seed, cfg.Staleness, cfg.Topology, inv)
+		}
+		if r.LiveNodes != 7 || r.NodeIterations < 7*20 {
+			t.Fatalf("seed %d: %d live nodes ran %d iterations; want 7 nodes to finish 20 each", seed, r.LiveNodes, r.NodeIterations)
+		}
+		if r.Dropped["loss"] == 0 || r.UpdatesResent == 0 {
+			t.Fatalf("seed %d: %d messages lost, %d updates resent: the faults did not bite", seed, r.Dropped["loss"], r.UpdatesResent)
+		}
+		for _, a := range r.Assertions {
+			if !a.Passed {
+				t.Fatalf("seed %d: %s failed with value %v", seed, a.Step, a.Value)
+			}
+		}
+		if again := simulate(t, cfg); again.TraceHash != r.TraceHash || again.FinalTestLoss != r.FinalTestLoss {
+			t.Fatalf("seed %d: rerun gives trace %s and loss %v, first run %s and %v", seed, again.TraceHash, again.FinalTestLoss, r.TraceHash, r.FinalTestLoss)
+		}
+		if prev, dup := hashes[r.TraceHash]; dup {
+			t.Fatalf("seeds %d and %d give the same trace hash %s", prev, seed, r.TraceHash)
+		}
+		hashes[r.TraceHash] = seed
+	}
+}
+
+// Without faults, bulk-synchronous nodes end bit-identical (as the core
+// promises), and the report's accounting adds up.
+func TestSimFaultFreeFullMesh(t *testing.T) {
+	cfg := simConfig(t, 6, 15, 3)
+	cfg.Topology = "full"
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := s.nodes[0].core.View()
+	for _, n := range s.nodes[1:] {
+		if !sameView(first, n.core.View()) {
+			t.Fatalf("%s's view differs from %s's", n.id, s.nodes[0].id)
+		}
+	}
+	r := s.report(time.Second)
+	if r.NodeIterations != 6*15 || !r.Invariants.OK || len(r.Dropped) != 0 || r.StalenessObservedMax != 0 {
+		t.Fatalf("report %+v", r)
+	}
+	// Each node sends its update to the five others once per iteration;
+	// the rest is sync traffic.
+	if r.MessagesTotal < 6*5*15 || r.MessagesPerNodePerIteration != float64(r.MessagesTotal)/90 {
+		t.Fatalf("messages %d, per node-iteration %v", r.MessagesTotal, r.MessagesPerNodePerIteration)
+	}
+	if r.FinalTestAccuracy == nil || *r.FinalTestAccuracy < 0.5 {
+		t.Fatalf("accuracy %v", r.FinalTestAccuracy)
+	}
+	if _, err := json.Marshal(r); err != nil {
+		t.Fatalf("report does not encode: %v", err)
+	}
+}
+
+func sameView(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// A paused node resumes with its state; peers wait for it again and the
+// run completes with every node alive.
+func TestSimRestartAndStraggler(t *testing.T) {
+	cfg := simConfig(t, 4, 20, 5)
+	cfg.Faults = loadScenario(t, "restart.txt")
+	cfg.Staleness = 1
+	r := simulate(t, cfg)
+	if !r.Invariants.OK || r.LiveNodes != 4 {
+		t.Fatalf("invariants %+v, %d live", r.Invariants, r.LiveNodes)
+	}
+	if len(r.Assertions) != 1 || !r.Assertions[0].Passed {
+		t.Fatalf("assertions %+v", r.Assertions)
+	}
+	// Node 2 ran all its iterations: the restarted node resumed, not restarted from zero.
+	if r.NodeIterations != 4*20 {
+		t.Fatalf("%d node-iterations, want 80", r.NodeIterations)
+	}
+	clean := simConfig(t, 4, 20, 5)
+	clean.Staleness = 1
+	if base := simulate(t, clean); base.SimulatedSeconds >= r.SimulatedSeconds {
+		t.Fatalf("the faulty run took %.3fs simulated, no longer than the clean %.3fs", r.SimulatedSeconds, base.SimulatedSeconds)
+	}
+}
+
+// On geo3 a bulk-synchronous iteration cannot be faster than the farthest
+// site pair's one-way latency.
+func TestSimGeo3Latency(t *testing.T) {
+	cfg := simConfig(t, 6, 10, 1)
+	wan, err := ParseLinkProfile("geo3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WAN = wan
+	r := simulate(t, cfg)
+	if min := 10 * 0.120; r.SimulatedSeconds < min {
+		t.Fatalf("10 iterations over geo3 took %.3fs simulated, below %.2fs", r.SimulatedSeconds, min)
+	}
+	if r.BlockedSecondsPerNode < 10*0.08 {
+		t.Fatalf("blocked %.3fs per node over geo3", r.BlockedSecondsPerNode)
+	}
+	if !r.Invariants.OK {
+		t.Fatalf("invariants %+v", r.Invariants)
+	}
+}
+
+// Messages on one link queue behind each other at the link's bandwidth.
+func TestSimLinkQueueing(t *testing.T) {
+	cfg := simConfig(t, 2, 1, 1)
+	wan, err := ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 MB/s: 1 ms per 1000 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WAN = wan
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 1000)
+	s.send(0, 1, msg, false)
+	s.send(0, 1, msg, false)
+	s.send(1, 0, msg, false) // another link: does not queue behind
+	var got []int64
+	for len(s.q) > 0 {
+		ev := s.q.pop()
+		got = append(got, ev.at)
+	}
+	ms := int64(time.Millisecond)
+	want := []int64{11 * ms, 11 * ms, 12 * ms}
+	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("arrivals %v, want %v", got, want)
+	}
+}
+
+func TestSimEventOrder(t *testing.T) {
+	var q simQueue
+	for i, at := range []int64{5, 1, 3, 1, 5, 0, 3} {
+		q.push(simEvent{at: at, seq: uint64(i)})
+	}
+	var prev simEvent
+	for i := 0; len(q) > 0; i++ {
+		ev := q.pop()
+		if i > 0 && (ev.at < prev.at || ev.at == prev.at && ev.seq < prev.seq) {
+			t.Fatalf("popped (%d,%d) after (%d,%d)", ev.at, ev.seq, prev.at, prev.seq)
+		}
+		prev = ev
+	}
+}
+
+func TestParseLinkProfile(t *testing.T) {
+	lan, err := ParseLinkProfile("lan")
+	if err != nil || lan.Sites != 1 || lan.Latency[0][0] != 100*time.Microsecond || lan.Bandwidth[0][0] != 10e9/8 {
+		t.Fatalf("lan: %+v, %v", lan, err)
+	}
+	geo, err := ParseLinkProfile("geo3,loss=0.01,jitter=2ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if geo.Sites != 3 || geo.Latency[0][0] != time.Millisecond || geo.Bandwidth[1][1] != 1e9/8 ||
+		geo.Latency[0][1] != 40*time.Millisecond || geo.Latency[2][1] != 80*time.Millisecond || geo.Latency[0][2] != 120*time.Millisecond ||
+		geo.Bandwidth[0][2] != 100e6/8 || geo.Loss != 0.01 || geo.Jitter != 2*time.Millisecond {
+		t.Fatalf("geo3: %+v", geo)
+	}
+	if got := geo.String(); got != "geo3,jitter=2ms,loss=0.01" {
+		t.Fatalf("geo3 reads back as %q", got)
+	}
+	c, err := ParseLinkProfile("latency=50ms,bandwidth=100Mbit,loss=0.01,jitter=5ms,dup=0.001,reorder=0.02")
+	if err != nil || c.Latency[0][0] != 50*time.Millisecond || c.Bandwidth[0][0] != 100e6/8 || c.Loss != 0.01 ||
+		c.Jitter != 5*time.Millisecond || c.Duplicate != 0.001 || c.Reorder != 0.02 {
+		t.Fatalf("custom: %+v, %v", c, err)
+	}
+	for in, want := range map[string]string{
+		"latency=50ms":               "needs latency= and bandwidth=",
+		"geo3,latency=5ms":           "fixes latency and bandwidth",
+		"lan,loss=1":                 "probability",
+		"lan,loss=0.1,loss=0.2":      "twice",
+		"wan":                        "not key=value",
+		"latency=x,bandwidth=1Mbit":  "latency",
+		"latency=1ms,bandwidth=fast": "bandwidth",
+		"lan,color=red":              "unknown key",
+		"latency=1ms,bandwidth=1Mbit,jitter=-1ms": "jitter",
+	} {
+		if _, err := ParseLinkProfile(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one mentioning %q", in, err, want)
+		}
+	}
+}
+
+func TestParseScenario(t *testing.T) {
+	src := `# comment
+at 0: loss 0.05
+at 3: slow 1,4-5 x2.5   # trailing comment
+at 5: kill 25%
+at 8: partition 0%-50% | 50%-100%
+at 9: heal
+at 9: dup 0.01
+at 9: reorder 0.1
+at 10: restart 0-1
+at 12: assert staleness <= 3
+at end: assert accuracy >= 0.5
+`
+	sc, err := ParseScenario(strings.NewReader(src), "x.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Steps) != 10 || sc.Steps[1].Line != 3 || sc.Steps[1].Text != "slow 1,4-5 x2.5" || sc.Steps[9].At != AtEnd {
+		t.Fatalf("steps %+v", sc.Steps)
+	}
+	nodes, err := sc.Steps[1].nodes.resolve(8)
+	if err != nil || len(nodes) != 3 || nodes[0] != 1 || nodes[2] != 5 || sc.Steps[1].value != 2.5 {
+		t.Fatalf("slow: %v %v %v", nodes, sc.Steps[1].value, err)
+	}
+	if q, _ := sc.Steps[2].nodes.resolve(8); len(q) != 2 || q[1] != 1 {
+		t.Fatalf("25%% of 8 nodes: %v", q)
+	}
+	if g, _ := sc.Steps[3].groups[1].resolve(8); len(g) != 4 || g[0] != 4 {
+		t.Fatalf("50%%-100%% of 8 nodes: %v", g)
+	}
+	for in, want := range map[string]string{
+		"at 3 kill 1":               "want \"at <iteration>: <step>\"",
+		"kill 1":                    "want \"at <iteration>: <step>\"",
+		"at -1: kill 1":             "iteration >= 0",
+		"at 3: join":                "not supported yet",
+		"at 3: explode 1":           "unknown step",
+		"at 3: kill":                "one node set",
+		"at 3: kill 3-1":            "0 <= a <= b",
+		"at 3: kill 10%-5%":         "percentages",
+		"at 3: slow 1 4":            "slow 5 x4",
+		"at 3: slow 1 x0.5":         "factor",
+		"at 3: partition 0-3":       "two groups",
+		"at 3: loss 2":              "probability",
+		"at 3: assert speed <= 1":   "unknown metric",
+		"at 3: assert loss about 1": "<metric> <op> <number>",
+		"at 3: heal now":            "no arguments",
+		"at 3:":                     "no step",
+	} {
+		_, err := ParseScenario(strings.NewReader("\n"+in), "x.txt")
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "x.txt:2: ") {
+			t.Errorf("%q: error %v, want x.txt:2 and %q", in, err, want)
+		}
+	}
+}
+
+// A scenario that does not fit the run is refused before it starts, naming
+// the file and line.
+func TestSimRejectsBadConfig(t *testing.T) {
+	bad := func(name, script string, mutate func(*SimConfig)) {
+		t.Helper()
+		cfg := simConfig(t, 4, 10, 1)
+		if script != "" {
+			sc, err := ParseScenario(strings.NewReader(script), "s.txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Faults = sc
+		}
+		if mutate != nil {
+			mutate(&cfg)
+		}
+		if _, err := Simulate(context.Background(), cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if script != "" && !strings.Contains(err.Error(), "s.txt:1") {
+			t.Errorf("%s: error %q does not name s.txt:1", name, err)
+		}
+	}
+	bad("node out of range", "at 1: kill 4", nil)
+	bad("trigger past the end", "at 11: heal", nil)
+	bad("kill at end", "at end: kill 1", nil)
+	bad("node in two groups", "at 1: partition 0-2 | 2-3", nil)
+	bad("kill everyone", "at 1: kill 0-3", nil)
+	bad("no nodes", "", func(c *SimConfig) { c.Nodes = 0 })
+	bad("too many nodes", "", func(c *SimConfig) { c.Nodes = MaxSimNodes + 1 })
+	bad("unknown topology", "", func(c *SimConfig) { c.Topology = "ring" })
+	bad("negative staleness", "", func(c *SimConfig) { c.Staleness = -1 })
+	bad("unknown codec", "", func(c *SimConfig) { c.Codec = "gzip9" })
+	bad("negative compute time", "", func(c *SimConfig) { c.ComputeTime = -time.Millisecond })
+	bad("small sync window", "", func(c *SimConfig) { c.Staleness = 2; c.Sync.Window = 3 })
+}
+
+// Failing assertions are reported, not fatal; a cancelled context stops the
+// run with an error that wraps the cause.
+func TestSimAssertionsAndCancel(t *testing.T) {
+	cfg := simConfig(t, 4, 10, 2)
+	sc, err := ParseScenario(strings.NewReader("at 5: assert live == 3\nat end: assert loss < 10"), "a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Faults = sc
+	r := simulate(t, cfg)
+	if len(r.Assertions) != 2 || r.Assertions[0].Passed || r.Assertions[0].Value != 4 || !r.Assertions[1].Passed || r.Assertions[0].Iteration < 5 {
+		t.Fatalf("assertions %+v", r.Assertions)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Simulate(ctx, simConfig(t, 4, 10, 2)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled run: %v", err)
+	}
+}
+
+func TestSimProgress(t *testing.T) {
+	cfg := simConfig(t, 4, 20, 1)
+	sc, err := ParseScenario(strings.NewReader("at 7: slow 0 x2"), "p.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Faults = sc
+	var got []SimProgress
+	cfg.Progress = func(p SimProgress) { got = append(got, p) }
+	simulate(t, cfg)
+	steps := 0
+	for i, p := range got {
+		if p.Step != "" {
+			steps++
+			if p.Step != "at 7: slow 0 x2" || p.Iteration != 7 {
+				t.Fatalf("step report %+v", p)
+			}
+			continue
+		}
+		if i > 0 && p.Iteration <= got[i-1].Iteration || p.Live != 4 || math.IsNaN(p.TestLoss) {
+			t.Fatalf("report %d: %+v", i, p)
+		}
+	}
+	if steps != 1 || len(got) < 10 {
+		t.Fatalf("%d reports, %d for steps", len(got), steps)
+	}
+}
+
+// TestSimStress runs harsher scripts (kills during partitions, three-way
+// splits, restarts, duplication and reordering, several networks) over
+// SKETCHMESH_SIM_STRESS seeds; it is skipped when that is unset.
+func TestSimStress(t *testing.T) {
+	seeds, _ := strconv.Atoi(os.Getenv("SKETCHMESH_SIM_STRESS"))
+	if seeds <= 0 {
+		t.Skip("set SKETCHMESH_SIM_STRESS to a number of seeds")
+	}
+	scripts := []struct {
+		nodes int
+		src   string
+	}{
+		{8, "at 0: loss 0.1\nat 0: dup 0.05\nat 0: reorder 0.1\nat 4: kill 1,6\nat 7: restart 1\nat 9: partition 0-2 | 3-7\nat 11: kill 2\nat 14: heal\nat 15: restart 6"},
+		{8, "at 2: partition 0-1 | 2-3 | 4-7\nat 3: kill 5\nat 6: heal\nat 6: restart 5\nat 8: slow 0 x5\nat 10: loss 0.2"},
+		{8, "at 1: kill 0-5\nat 3: restart 0-2\nat 5: loss 0.1\nat 9: restart 3-5"},
+		{16, "at 0: loss 0.02\nat 3: kill 25%\nat 6: partition 0%-50% | 50%-100%\nat 9: restart 0\nat 10: heal\nat 12: restart 25%"},
+		{16, "at 1: partition 0%-30% | 30%-60% | 60%-100%\nat 2: kill 5\nat 3: kill 12\nat 5: restart 5\nat 7: heal\nat 8: loss 0.15\nat 8: dup 0.1\nat 8: reorder 0.2"},
+		{16, "at 0: slow 3 x3\nat 4: partition 0-7 | 8-15\nat 5: kill 0-3\nat 6: kill 8-11\nat 8: restart 0-1\nat 9: heal\nat 10: restart 8-9"},
+	}
+	networks := []string{"lan", "geo3,loss=0.01", "geo3,jitter=5ms", "latency=20ms,bandwidth=10Mbit,jitter=2ms,reorder=0.05"}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		for i, sc := range scripts {
+			script, err := ParseScenario(strings.NewReader(sc.src), fmt.Sprintf("stress-%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := simConfig(t, sc.nodes, 15, seed)
+			cfg.Faults, cfg.Staleness = script, int(seed%4)
+			if seed%2 == 0 {
+				cfg.Topology = "full"
+			}
+			if seed%3 == 0 {
+				cfg.FlushDelay = time.Millisecond
+			}
+			if cfg.WAN, err = ParseLinkProfile(networks[seed%4]); err != nil {
+				t.Fatal(err)
+			}
+			r := simulate(t, cfg)
+			if !r.Invariants.OK || r.NodeIterations < uint64(r.LiveNodes*15) {
+				t.Errorf("seed %d, %s (s=%d, %s, %s): invariants %+v, %d live nodes ran %d iterations",
+					seed, script.Name, cfg.Staleness, cfg.Topology, networks[seed%4], r.Invariants, r.LiveNodes, r.NodeIterations)
+			}
+		}
+	}
+}
