@@ -35,6 +35,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	topology := fs.String("topology", "halton", "overlay: halton or full")
 	wan := fs.String("wan", "lan", "modelled network: lan, geo3 or latency=50ms,bandwidth=100Mbit, optionally followed by ,loss=0.01 ,jitter=5ms ,dup=0.001 ,reorder=0.01")
 	computeTime := fs.Duration("compute-time", 10*time.Millisecond, "virtual compute time of one iteration")
+	relayWindow := fs.Duration("relay-window", time.Millisecond, "virtual time a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
 	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal'")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
 	fs.Usage = func() {
@@ -72,6 +73,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return badInput("--staleness %d: want >= 0", *staleness)
 	case *computeTime <= 0:
 		return badInput("--compute-time %v: want > 0", *computeTime)
+	case *relayWindow < 0:
+		return badInput("--relay-window %v: want >= 0", *relayWindow)
 	}
 	link, err := testnet.ParseLinkProfile(*wan)
 	if err != nil {
@@ -100,7 +103,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(*optimizer),
 		LR: *lr, L2: *l2, Batch: *batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,
 		ErrorFeedback: *errorFeedback, Staleness: *staleness, Topology: *topology, WAN: link,
-		ComputeTime: *computeTime, Faults: scenario,
+		ComputeTime: *computeTime, FlushDelay: *relayWindow, Faults: scenario,
 	}
 	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %d iterations, seed %d\n",
 		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, cfg.Iterations, cfg.Seed)
@@ -124,6 +127,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // assertion steps hold <= and >=
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}

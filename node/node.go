@@ -152,7 +152,13 @@ type Node struct {
 	cfg     Config
 	members []string
 	live    map[string]bool
-	router  Router
+	// liveList is the live members, sorted; lagHint indexes the member that
+	// last held a check back, where the next check starts, which makes the
+	// gate and commit checks O(1) per message in the common case instead of
+	// a scan of every member.
+	liveList []string
+	lagHint  int
+	router   Router
 
 	clock     uint64
 	vc        *VectorClock
@@ -226,6 +232,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:       cfg,
 		members:   members,
 		live:      live,
+		liveList:  slices.Clone(members),
 		router:    router,
 		vc:        NewVectorClock(),
 		committed: make([]float64, cfg.Model.NumParams()),
@@ -250,14 +257,33 @@ func (n *Node) Clock() uint64 { return n.clock }
 func (n *Node) VectorClock() *VectorClock { return n.vc }
 
 // Live returns the live members, sorted.
-func (n *Node) Live() []string {
-	out := make([]string, 0, len(n.members))
+func (n *Node) Live() []string { return slices.Clone(n.liveList) }
+
+// setLive marks a member up or down and rebuilds the live list.
+func (n *Node) setLive(id string, up bool) {
+	n.live[id] = up
+	n.liveList = n.liveList[:0]
 	for _, m := range n.members {
 		if n.live[m] {
-			out = append(out, m)
+			n.liveList = append(n.liveList, m)
 		}
 	}
-	return out
+	n.lagHint = 0
+}
+
+// allAtLeast reports whether every live member's vector clock entry is at
+// least c. It starts from the member that failed the last check, since that
+// one is the likeliest to fail again.
+func (n *Node) allAtLeast(c uint64) bool {
+	k := len(n.liveList)
+	for i := 0; i < k; i++ {
+		j := (n.lagHint + i) % k
+		if n.vc.Get(n.liveList[j]) < c {
+			n.lagHint = j
+			return false
+		}
+	}
+	return true
 }
 
 // Stats returns a copy of the node's counters.
@@ -274,13 +300,18 @@ func (n *Node) Stats() Stats {
 // CanTrain reports whether the node has iterations left and its staleness
 // gate is open.
 func (n *Node) CanTrain() bool {
-	return n.clock < n.cfg.Iterations && GateOpen(n.vc, n.Live(), n.clock, n.cfg.Staleness)
+	if n.clock >= n.cfg.Iterations {
+		return false
+	}
+	// The gate of GateOpen: every live entry at least clock − s.
+	need := int64(n.clock) - int64(n.cfg.Staleness)
+	return need <= 0 || n.allAtLeast(uint64(need))
 }
 
 // Done reports whether the node has run all its iterations and holds every
 // live member's updates up to the last iteration.
 func (n *Node) Done() bool {
-	return n.clock >= n.cfg.Iterations && n.vc.Min(n.Live()) >= n.cfg.Iterations
+	return n.clock >= n.cfg.Iterations && n.allAtLeast(n.cfg.Iterations)
 }
 
 // PeerDown removes a member from the live set: the gate stops waiting for it
@@ -289,7 +320,7 @@ func (n *Node) PeerDown(id string) {
 	if id == n.cfg.ID || !n.live[id] {
 		return
 	}
-	n.live[id] = false
+	n.setLive(id, false)
 	n.commit()
 }
 
@@ -335,7 +366,7 @@ func (n *Node) Train() error {
 	view := n.View()
 	batch := n.sampler.next(n.cfg.Shard)
 	g, loss := n.cfg.Model.Gradient(view, batch, &n.scratch)
-	delta := n.cfg.Optimizer.Update(g, 1/float64(len(n.Live())))
+	delta := n.cfg.Optimizer.Update(g, 1/float64(len(n.liveList)))
 	intended := n.withResidual(g.Keys, delta)
 
 	frame, err := n.encode(view, batch, intended)
@@ -486,7 +517,7 @@ func (n *Node) encode(view []float64, batch []dataset.Row, delta codec.Sparse) (
 // factors returns the sufficient factors of this node's plain-SGD update on
 // batch.
 func (n *Node) factors(view []float64, batch []dataset.Row) sfb.Factors {
-	return SGDFactors(n.cfg.Model, view, batch, n.cfg.Optimizer.Rate()/float64(len(n.Live())))
+	return SGDFactors(n.cfg.Model, view, batch, n.cfg.Optimizer.Rate()/float64(len(n.liveList)))
 }
 
 // SGDFactors returns the sufficient factors of the plain-SGD update with
@@ -553,10 +584,9 @@ func (n *Node) route(u Update) {
 
 // commit folds every complete row into the committed view, in canonical order.
 func (n *Node) commit() {
-	live := n.Live()
 	for {
 		next := n.committedClock + 1
-		if n.vc.Min(live) < next {
+		if !n.allAtLeast(next) {
 			return
 		}
 		for _, p := range n.pending[next] {
@@ -577,7 +607,7 @@ func (n *Node) pendingClocks() []uint64 {
 }
 
 func (n *Node) observeStaleness() {
-	s := n.clock - min(n.clock, n.vc.Min(n.Live()))
+	s := n.clock - min(n.clock, n.vc.Min(n.liveList))
 	n.stats.StalenessMax = max(n.stats.StalenessMax, s)
 	n.stats.StalenessSum += s
 	n.stats.Reads++

@@ -323,7 +323,7 @@ func (n *Node) PeerUp(id string) {
 	if _, ok := slices.BinarySearch(n.members, id); !ok {
 		return
 	}
-	n.live[id] = true
+	n.setLive(id, true)
 }
 
 // PeerDown marks a member down (see Node.PeerDown).
