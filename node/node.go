@@ -77,6 +77,46 @@ type Config struct {
 	// MaxUpdateNorm bounds the norm of an incoming factor update (Σ‖b‖·‖c‖);
 	// 0 means no bound. Updates above it are rejected.
 	MaxUpdateNorm float64
+	// DecodeCache, when set, shares decoded frames between nodes driven by
+	// one goroutine, such as a simulator's: every receiver decodes the same
+	// bytes to the same update, so P receivers need one decode, not P.
+	DecodeCache *DecodeCache
+}
+
+// DecodeCache remembers what recent frames decode to. Decoding is a pure
+// function of the frame and of the model's shape, so a cache may be shared
+// by nodes with the same Model and MaxUpdateNorm. It is not safe for
+// concurrent use, and the updates it returns are shared: nodes only read
+// them.
+type DecodeCache struct {
+	entries map[string]decoded
+	fifo    []string
+	limit   int
+}
+
+type decoded struct {
+	u      codec.Sparse
+	reason string
+}
+
+// NewDecodeCache returns a cache of the last limit distinct frames.
+func NewDecodeCache(limit int) *DecodeCache {
+	return &DecodeCache{entries: make(map[string]decoded, limit), limit: max(limit, 1)}
+}
+
+func (c *DecodeCache) get(frame []byte) (decoded, bool) {
+	d, ok := c.entries[string(frame)]
+	return d, ok
+}
+
+func (c *DecodeCache) put(frame []byte, d decoded) {
+	if len(c.fifo) >= c.limit {
+		delete(c.entries, c.fifo[0])
+		c.fifo = c.fifo[1:]
+	}
+	key := string(frame)
+	c.entries[key] = d
+	c.fifo = append(c.fifo, key)
 }
 
 // FactorMode selects how a softmax node sends its updates.
@@ -462,6 +502,19 @@ func (n *Node) accept(u Update) string {
 // refused: a codec frame is decoded as is, a factor frame is checked against
 // the model's shape and the norm bound and then rebuilt into the delta.
 func (n *Node) decode(frame []byte) (codec.Sparse, string) {
+	c := n.cfg.DecodeCache
+	if c == nil {
+		return n.decodeFrame(frame)
+	}
+	if d, ok := c.get(frame); ok {
+		return d.u, d.reason
+	}
+	u, reason := n.decodeFrame(frame)
+	c.put(frame, decoded{u: u, reason: reason})
+	return u, reason
+}
+
+func (n *Node) decodeFrame(frame []byte) (codec.Sparse, string) {
 	if sfb.IsFrame(frame) {
 		m := n.cfg.Model
 		f, err := sfb.Decode(frame, m.Blocks(), m.Stride())

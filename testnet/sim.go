@@ -436,6 +436,10 @@ func newSim(cfg SimConfig) (*sim, error) {
 	shuffled := cfg.Train.Shuffled(int64(cfg.Seed))
 	rows := len(shuffled.Rows)
 	tc := Config{Batch: cfg.Batch}
+	// Every receiver decodes the same frame to the same update; one shared
+	// cache turns P² decodes an iteration into P. It holds the frames of
+	// the iterations that can be in flight at once.
+	cache := node.NewDecodeCache(cfg.Nodes * (cfg.Staleness + 3))
 	for i, id := range ids {
 		var shard *dataset.Dataset
 		if p <= rows {
@@ -460,6 +464,7 @@ func newSim(cfg SimConfig) (*sim, error) {
 			Seed:          cfg.Seed,
 			Shard:         shard.Rows,
 			Router:        router,
+			DecodeCache:   cache,
 		}, cfg.Sync)
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
