@@ -1,9 +1,13 @@
 package node
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/sfb"
 )
 
 // Every kind of bad input is dropped, counted under its reason, not applied
@@ -55,4 +59,78 @@ func TestRejections(t *testing.T) {
 	if st.UpdatesApplied != 1 || st.Rejected[RejectDuplicate] != 1 {
 		t.Fatalf("applied %d, duplicates %d; want 1 and 1", st.UpdatesApplied, st.Rejected[RejectDuplicate])
 	}
+}
+
+// Factor frames for another class count, or with a non-finite norm or one
+// above the bound, are dropped and counted, never applied.
+func TestFactorFrameRejections(t *testing.T) {
+	mdl, err := model.New(model.Config{Kind: model.Softmax, MaxFeature: 4, Classes: []float64{0, 1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"a", "b"}
+	opt, err := model.NewOptimizer(model.SGD, 1, mdl.NumParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := []dataset.Row{{Label: 1, Keys: []uint64{1}, Values: []float32{1}}}
+	n, err := New(Config{ID: "a", Members: ids, Model: mdl, Optimizer: opt, Codec: codec.Raw{}, Staleness: 1,
+		Iterations: 5, BatchSize: 1, Shard: shard, Factors: FactorsAuto, MaxUpdateNorm: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := func(k int, b float32) []byte {
+		bs := make([]float32, k)
+		bs[0] = b
+		f, err := sfb.Encode(codec.Raw{}, sfb.Factors{K: k, Stride: 5, B: [][]float32{bs},
+			C: []codec.Sparse{{Keys: []uint64{0, 2}, Values: []float32{1, 1}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	cases := []struct {
+		name   string
+		frame  []byte
+		reason string
+	}{
+		{"four classes for a three-class model", frame(4, 1), RejectBadFactors},
+		{"norm above the bound", frame(3, 1000), RejectNorm},
+	}
+	for _, c := range cases {
+		n.Receive("b", EncodeEnvelope([]Update{{Origin: "b", Clock: 1, Frame: c.frame}}))
+		if got := n.Stats().Rejected[c.reason]; got != 1 {
+			t.Errorf("%s: %s counted %d times, want 1 (rejected %v)", c.name, c.reason, got, n.Stats().Rejected)
+		}
+	}
+	n.Receive("b", EncodeEnvelope([]Update{{Origin: "b", Clock: 1, Frame: frame(3, 2)}}))
+	if st := n.Stats(); st.UpdatesApplied != 1 {
+		t.Fatalf("a good factor frame was not applied: applied %d, rejected %v", st.UpdatesApplied, st.Rejected)
+	}
+	if got := n.View()[2]; got != 0 {
+		// Clock 1 is ahead of a node at clock 0, so it waits as pending.
+		t.Fatalf("view read an update from a clock ahead of the node: %v", got)
+	}
+	for _, bad := range []Config{
+		{Optimizer: mustOpt(t, model.Adam, mdl)},
+		{ErrorFeedback: true},
+	} {
+		cfg := Config{ID: "a", Members: ids, Model: mdl, Optimizer: opt, Codec: codec.Raw{}, Iterations: 1, BatchSize: 1, Shard: shard, Factors: FactorsAlways}
+		if bad.Optimizer != nil {
+			cfg.Optimizer = bad.Optimizer
+		}
+		cfg.ErrorFeedback = bad.ErrorFeedback
+		if _, err := New(cfg); !errors.Is(err, ErrFactorConfig) {
+			t.Errorf("factors with %+v: err %v, want ErrFactorConfig", bad, err)
+		}
+	}
+}
+
+func mustOpt(t *testing.T, k model.OptimizerKind, m *model.Model) model.Optimizer {
+	t.Helper()
+	o, err := model.NewOptimizer(k, 0.1, m.NumParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
