@@ -162,30 +162,11 @@ func (c *SimConfig) validate() error {
 	switch {
 	case c.Nodes < 1 || c.Nodes > MaxSimNodes:
 		return fmt.Errorf("nodes must be between 1 and %d, got %d", MaxSimNodes, c.Nodes)
-	case c.Train == nil || len(c.Train.Rows) == 0:
-		return errors.New("no training data")
-	case c.Test == nil || len(c.Test.Rows) == 0:
-		return errors.New("no test data")
-	case c.Iterations < 1:
-		return fmt.Errorf("iterations must be >= 1, got %d", c.Iterations)
-	case !(c.Batch > 0) || math.IsInf(c.Batch, 0):
-		return fmt.Errorf("batch must be a fraction in (0,1) or a row count >= 1, got %v", c.Batch)
-	case c.Batch > 1 && c.Batch != math.Trunc(c.Batch):
-		return fmt.Errorf("batch above 1 must be a whole row count, got %v", c.Batch)
-	case c.Staleness < 0:
-		return fmt.Errorf("staleness must be >= 0, got %d", c.Staleness)
 	case c.ComputeTime < 0 || c.SyncTimeout < 0 || c.SyncInterval < 0 || c.DetectionDelay < 0 || c.FlushDelay < 0:
 		return errors.New("compute time, sync timeout, sync interval, detection delay and flush delay must be >= 0")
 	}
-	if _, err := codec.ByName(c.Codec); err != nil {
+	if err := validateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
 		return err
-	}
-	switch c.Topology {
-	case "":
-		c.Topology = "halton"
-	case "halton", "full":
-	default:
-		return fmt.Errorf("unknown topology %q (want halton or full)", c.Topology)
 	}
 	if c.WAN.Sites == 0 {
 		lan, err := ParseLinkProfile("lan")

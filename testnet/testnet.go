@@ -83,20 +83,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("nodes must be >= 1, got %d", c.Nodes)
 	case c.Nodes > 256:
 		return fmt.Errorf("nodes must be <= 256 for an in-process testnet, got %d", c.Nodes)
-	case c.Train == nil || len(c.Train.Rows) == 0:
-		return errors.New("no training data")
-	case c.Test == nil || len(c.Test.Rows) == 0:
-		return errors.New("no test data")
-	case len(c.Train.Rows) < c.Nodes:
+	case c.Train != nil && len(c.Train.Rows) < c.Nodes:
 		return fmt.Errorf("%d training rows cannot be shared by %d nodes", len(c.Train.Rows), c.Nodes)
-	case c.Iterations < 1:
-		return fmt.Errorf("iterations must be >= 1, got %d", c.Iterations)
-	case !(c.Batch > 0) || math.IsInf(c.Batch, 0):
-		return fmt.Errorf("batch must be a fraction in (0,1) or a row count >= 1, got %v", c.Batch)
-	case c.Batch > 1 && c.Batch != math.Trunc(c.Batch):
-		return fmt.Errorf("batch above 1 must be a whole row count, got %v", c.Batch)
-	case c.Staleness < 0:
-		return fmt.Errorf("staleness must be >= 0, got %d", c.Staleness)
 	case c.Stragglers < 0 || c.Stragglers > c.Nodes:
 		return fmt.Errorf("stragglers must be between 0 and the %d nodes, got %d", c.Nodes, c.Stragglers)
 	case c.Stragglers > 0 && !(c.Slowdown >= 1) || math.IsInf(c.Slowdown, 0):
@@ -106,15 +94,8 @@ func (c *Config) Validate() error {
 	case c.ComputeTime < 0:
 		return fmt.Errorf("compute time must be >= 0, got %v", c.ComputeTime)
 	}
-	if _, err := codec.ByName(c.Codec); err != nil {
+	if err := validateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
 		return err
-	}
-	switch c.Topology {
-	case "":
-		c.Topology = "halton"
-	case "halton", "full":
-	default:
-		return fmt.Errorf("unknown topology %q (want halton or full)", c.Topology)
 	}
 	if c.WAN.Name == "" {
 		c.WAN.Name = "lan"
@@ -124,6 +105,36 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// validateRun checks what a testnet run and a simulation share, and defaults
+// the topology to halton.
+func validateRun(train, test *dataset.Dataset, iterations int, batch float64, staleness int, codecName string, topology *string) error {
+	switch {
+	case train == nil || len(train.Rows) == 0:
+		return errors.New("no training data")
+	case test == nil || len(test.Rows) == 0:
+		return errors.New("no test data")
+	case iterations < 1:
+		return fmt.Errorf("iterations must be >= 1, got %d", iterations)
+	case !(batch > 0) || math.IsInf(batch, 0):
+		return fmt.Errorf("batch must be a fraction in (0,1) or a row count >= 1, got %v", batch)
+	case batch > 1 && batch != math.Trunc(batch):
+		return fmt.Errorf("batch above 1 must be a whole row count, got %v", batch)
+	case staleness < 0:
+		return fmt.Errorf("staleness must be >= 0, got %d", staleness)
+	}
+	if _, err := codec.ByName(codecName); err != nil {
+		return err
+	}
+	switch *topology {
+	case "":
+		*topology = "halton"
+	case "halton", "full":
+	default:
+		return fmt.Errorf("unknown topology %q (want halton or full)", *topology)
 	}
 	return nil
 }
