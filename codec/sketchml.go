@@ -1007,6 +1007,22 @@ func (ld *listDecoder) refill() (uint64, error) {
 	return ld.buf[0], nil
 }
 
+// next returns the list's next key, or ok false once the list is exhausted
+// (after checking that its coding ended cleanly).
+func (ld *listDecoder) next() (key uint64, ok bool, err error) {
+	switch {
+	case ld.bpos < ld.bn:
+		key = ld.buf[ld.bpos&(keyBatch-1)]
+		ld.bpos++
+		return key, true, nil
+	case ld.keys.remaining() > 0:
+		key, err = ld.refill()
+		return key, err == nil, err
+	default:
+		return 0, false, ld.keys.finish()
+	}
+}
+
 // mergeLists merges the sorted key lists into keys, checking that they come
 // out strictly ascending, and stores each key's list index in ids.
 func mergeLists(lists []listDecoder, keys []uint64, ids []uint32) error {
@@ -1073,20 +1089,13 @@ func mergeLinear(lists []listDecoder, keys []uint64, ids []uint32) error {
 		keys[i] = bk
 		ids[i] = uint32(li)
 		ld := &lists[li]
-		switch {
-		case ld.bpos < ld.bn:
-			heads[c] = ld.buf[ld.bpos&(keyBatch-1)]
-			ld.bpos++
-		case ld.keys.remaining() > 0:
-			key, err := ld.refill()
-			if err != nil {
-				return fmt.Errorf("list %d: %w", li, err)
-			}
+		key, ok, err := ld.next()
+		if err != nil {
+			return fmt.Errorf("list %d: %w", li, err)
+		}
+		if ok {
 			heads[c] = key
-		default:
-			if err := ld.keys.finish(); err != nil {
-				return fmt.Errorf("list %d: %w", li, err)
-			}
+		} else {
 			heads[c], leaf[c] = math.MaxUint64, -1
 		}
 	}
@@ -1156,20 +1165,13 @@ func mergeTree(lists []listDecoder, live int, keys []uint64, ids []uint32) error
 		keys[i] = bk
 		ids[i] = uint32(li)
 		ld := &lists[li]
-		switch {
-		case ld.bpos < ld.bn:
-			heads[cur] = ld.buf[ld.bpos&(keyBatch-1)]
-			ld.bpos++
-		case ld.keys.remaining() > 0:
-			key, err := ld.refill()
-			if err != nil {
-				return fmt.Errorf("list %d: %w", li, err)
-			}
+		key, ok, err := ld.next()
+		if err != nil {
+			return fmt.Errorf("list %d: %w", li, err)
+		}
+		if ok {
 			heads[cur] = key
-		default:
-			if err := ld.keys.finish(); err != nil {
-				return fmt.Errorf("list %d: %w", li, err)
-			}
+		} else {
 			heads[cur], leaf[cur] = math.MaxUint64, -1
 		}
 		cur = replay(tree, heads, cur, int32(k))
