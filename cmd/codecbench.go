@@ -83,8 +83,8 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		cdcs = append(cdcs, c)
 	}
-	if !(*batch > 0) || math.IsInf(*batch, 0) || (*batch > 1 && *batch != math.Trunc(*batch)) {
-		return badInput("--batch %v: want a fraction in (0,1] or a whole row count", *batch)
+	if err := checkBatch(*batch); err != nil {
+		return err
 	}
 	train, err := dataset.Load(*data)
 	if err != nil {

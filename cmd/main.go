@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"sort"
@@ -108,6 +109,29 @@ func newLogger(stderr io.Writer, level string) (*slog.Logger, error) {
 		return nil, badInput("--log-level %q: want debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// checkBatch validates --batch: a fraction of a shard, or a whole row count.
+func checkBatch(batch float64) error {
+	if !(batch > 0) || math.IsInf(batch, 0) || (batch > 1 && batch != math.Trunc(batch)) {
+		return badInput("--batch %v: want a fraction in (0,1] or a whole row count", batch)
+	}
+	return nil
+}
+
+// checkTraining validates the training flags testnet and simulate share.
+func checkTraining(lr, l2, batch float64, iterations, staleness int) error {
+	switch {
+	case !(lr > 0) || math.IsInf(lr, 0):
+		return badInput("--lr %v: want a finite value > 0", lr)
+	case !(l2 >= 0) || math.IsInf(l2, 0):
+		return badInput("--l2 %v: want a finite value >= 0", l2)
+	case iterations < 1:
+		return badInput("--iterations %d: want >= 1", iterations)
+	case staleness < 0:
+		return badInput("--staleness %d: want >= 0", staleness)
+	}
+	return checkBatch(batch)
 }
 
 // oneOf checks that v is among allowed.

@@ -58,19 +58,12 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
+	if err := checkTraining(*lr, *l2, *batch, *iterations, *staleness); err != nil {
+		return err
+	}
 	switch {
 	case *nodes < 1 || *nodes > testnet.MaxSimNodes:
 		return badInput("--nodes %d: want 1 to %d", *nodes, testnet.MaxSimNodes)
-	case !(*lr > 0) || math.IsInf(*lr, 0):
-		return badInput("--lr %v: want a finite value > 0", *lr)
-	case !(*l2 >= 0) || math.IsInf(*l2, 0):
-		return badInput("--l2 %v: want a finite value >= 0", *l2)
-	case !(*batch > 0) || math.IsInf(*batch, 0) || (*batch > 1 && *batch != math.Trunc(*batch)):
-		return badInput("--batch %v: want a fraction in (0,1] or a whole row count", *batch)
-	case *iterations < 1:
-		return badInput("--iterations %d: want >= 1", *iterations)
-	case *staleness < 0:
-		return badInput("--staleness %d: want >= 0", *staleness)
 	case *computeTime <= 0:
 		return badInput("--compute-time %v: want > 0", *computeTime)
 	case *relayWindow < 0:

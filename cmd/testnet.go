@@ -113,19 +113,12 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		}
 		f.errorFeedback = false
 	}
+	if err := checkTraining(f.lr, f.l2, f.batch, f.iterations, f.staleness); err != nil {
+		return cfg, err
+	}
 	switch {
 	case f.nodes < 1 || f.nodes > 256:
 		return cfg, badInput("--nodes %d: want 1 to 256", f.nodes)
-	case !(f.lr > 0) || math.IsInf(f.lr, 0):
-		return cfg, badInput("--lr %v: want a finite value > 0", f.lr)
-	case !(f.l2 >= 0) || math.IsInf(f.l2, 0):
-		return cfg, badInput("--l2 %v: want a finite value >= 0", f.l2)
-	case !(f.batch > 0) || math.IsInf(f.batch, 0) || (f.batch > 1 && f.batch != math.Trunc(f.batch)):
-		return cfg, badInput("--batch %v: want a fraction in (0,1] or a whole row count", f.batch)
-	case f.iterations < 1:
-		return cfg, badInput("--iterations %d: want >= 1", f.iterations)
-	case f.staleness < 0:
-		return cfg, badInput("--staleness %d: want >= 0", f.staleness)
 	case f.evalEvery < 0:
 		return cfg, badInput("--eval-every %d: want >= 0", f.evalEvery)
 	case f.stragglers < 0 || f.stragglers > f.nodes:
