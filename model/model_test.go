@@ -176,3 +176,32 @@ func TestOptimizers(t *testing.T) {
 		t.Fatal("zero learning rate accepted")
 	}
 }
+
+// A restored optimizer continues exactly where the saved one stopped.
+func TestOptimizerStateRoundTrip(t *testing.T) {
+	g := Gradient{Keys: []uint64{0, 3}, Values: []float64{0.5, -2}}
+	for _, kind := range []OptimizerKind{SGD, Adam} {
+		a, _ := NewOptimizer(kind, 0.1, 5)
+		a.Update(g, 1)
+		b, _ := NewOptimizer(kind, 0.1, 5)
+		if err := b.Restore(a.State()); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		ua, ub := a.Update(g, 1), b.Update(g, 1)
+		for i := range ua {
+			if ua[i] != ub[i] {
+				t.Fatalf("%s: restored update %v, want %v", kind, ub, ua)
+			}
+		}
+	}
+	adam, _ := NewOptimizer(Adam, 0.1, 5)
+	for name, s := range map[string]OptimizerState{
+		"other kind": {Kind: SGD},
+		"short":      {Kind: Adam, M: make([]float64, 4), V: make([]float64, 5)},
+		"negative v": {Kind: Adam, M: make([]float64, 5), V: []float64{0, 0, -1, 0, 0}},
+	} {
+		if err := adam.Restore(s); err == nil {
+			t.Errorf("%s: Restore accepted it", name)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // OptimizerKind names an optimizer.
@@ -32,6 +33,19 @@ type Optimizer interface {
 	Kind() OptimizerKind
 	// Rate is the learning rate.
 	Rate() float64
+	// State returns a copy of the optimizer's state, and Restore puts one
+	// back: a node that resumes from a checkpoint keeps its step count and
+	// moments rather than restarting them.
+	State() OptimizerState
+	Restore(OptimizerState) error
+}
+
+// OptimizerState is what an optimizer carries from one step to the next.
+// SGD has none; Adam has its step count and its two moment vectors.
+type OptimizerState struct {
+	Kind  OptimizerKind
+	Steps uint64
+	M, V  []float64
 }
 
 // NewOptimizer returns an optimizer for a model with numParams parameters.
@@ -53,6 +67,15 @@ type sgd struct{ lr float64 }
 func (o *sgd) Kind() OptimizerKind { return SGD }
 func (o *sgd) Rate() float64       { return o.lr }
 
+func (o *sgd) State() OptimizerState { return OptimizerState{Kind: SGD} }
+
+func (o *sgd) Restore(s OptimizerState) error {
+	if s.Kind != SGD {
+		return fmt.Errorf("%w: cannot restore %q state into sgd", ErrConfig, s.Kind)
+	}
+	return nil
+}
+
 func (o *sgd) Update(g Gradient, scale float64) []float64 {
 	out := make([]float64, len(g.Values))
 	for i, v := range g.Values {
@@ -72,6 +95,28 @@ type adam struct {
 
 func (o *adam) Kind() OptimizerKind { return Adam }
 func (o *adam) Rate() float64       { return o.lr }
+
+func (o *adam) State() OptimizerState {
+	return OptimizerState{Kind: Adam, Steps: uint64(o.steps), M: slices.Clone(o.m), V: slices.Clone(o.v)}
+}
+
+func (o *adam) Restore(s OptimizerState) error {
+	switch {
+	case s.Kind != Adam:
+		return fmt.Errorf("%w: cannot restore %q state into adam", ErrConfig, s.Kind)
+	case len(s.M) != len(o.m) || len(s.V) != len(o.v):
+		return fmt.Errorf("%w: adam state has %d and %d moments, the model has %d parameters", ErrConfig, len(s.M), len(s.V), len(o.m))
+	}
+	for _, v := range s.V {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: adam second moment %v is not a finite value >= 0", ErrConfig, v)
+		}
+	}
+	o.steps = int(s.Steps)
+	copy(o.m, s.M)
+	copy(o.v, s.V)
+	return nil
+}
 
 func (o *adam) Update(g Gradient, scale float64) []float64 {
 	o.steps++

@@ -81,6 +81,9 @@ type Config struct {
 	// one goroutine, such as a simulator's: every receiver decodes the same
 	// bytes to the same update, so P receivers need one decode, not P.
 	DecodeCache *DecodeCache
+	// Start, when set, starts the node from a member's snapshot instead of
+	// a zero view at clock 0 (see Snapshot); Members may then be empty.
+	Start *Snapshot
 }
 
 // DecodeCache remembers what recent frames decode to. Decoding is a pure
@@ -216,6 +219,10 @@ type Node struct {
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
 	stats     Stats
+	// joinedAt is the clock a node started from a snapshot began at; left
+	// holds the last clock of members that left (see Leave).
+	joinedAt uint64
+	left     map[string]uint64
 }
 
 // New validates cfg and returns a node at clock 0 with a zero view.
@@ -257,7 +264,7 @@ func New(cfg Config) (*Node, error) {
 	members := slices.Clone(cfg.Members)
 	slices.Sort(members)
 	members = slices.Compact(members)
-	if _, ok := slices.BinarySearch(members, cfg.ID); !ok {
+	if _, ok := slices.BinarySearch(members, cfg.ID); !ok && cfg.Start == nil {
 		return nil, fmt.Errorf("node: id %s is not among the members", cfg.ID)
 	}
 	live := make(map[string]bool, len(members))
@@ -283,6 +290,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.ErrorFeedback {
 		n.residual = make([]float64, cfg.Model.NumParams())
+	}
+	if cfg.Start != nil {
+		if err := n.start(cfg.Start); err != nil {
+			return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
+		}
 	}
 	return n, nil
 }
@@ -487,7 +499,7 @@ func (n *Node) accept(u Update) string {
 	}
 	// An honest origin at clock c passed a gate that needed our entry to be
 	// at least c − s − 1, and our entry is at most our own clock.
-	if u.Clock > n.clock+uint64(n.cfg.Staleness)+1 {
+	if u.Clock > n.acceptBound() {
 		return RejectClockAhead
 	}
 	decoded, reason := n.decode(u.Frame)
@@ -606,8 +618,29 @@ func (n *Node) fits(u codec.Sparse) bool {
 	return len(u.Keys) == 0 || u.Keys[len(u.Keys)-1] < uint64(size)
 }
 
+// acceptBound is the highest clock an honest member can send this node. A
+// node that started from a snapshot at clock j may hear, while it catches
+// up, from members that ran on before they knew of it: they are at most
+// 2s+2 past j (the donor at most s+1 past its rows, the others at most s+1
+// past the donor).
+func (n *Node) acceptBound() uint64 {
+	s := uint64(n.cfg.Staleness)
+	if n.cfg.Start != nil {
+		return max(n.clock, n.joinedAt+2*s+2) + s + 1
+	}
+	return n.clock + s + 1
+}
+
 func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
 	n.vc.Add(origin, clock)
+	n.stats.UpdatesApplied++
+	if clock <= n.committedClock {
+		// A late update of a row already committed without its origin (a
+		// member that was down, or that joined after the row): it joins
+		// the rows directly.
+		applySparse(n.committed, u)
+		return
+	}
 	list := n.pending[clock]
 	i, _ := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int {
 		switch {
@@ -619,7 +652,6 @@ func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
 		return 0
 	})
 	n.pending[clock] = slices.Insert(list, i, pendingUpdate{origin: origin, u: u})
-	n.stats.UpdatesApplied++
 }
 
 // route queues u for the next hops the router gives for this node.

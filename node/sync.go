@@ -329,13 +329,65 @@ func (n *Node) PeerUp(id string) {
 // PeerDown marks a member down (see Node.PeerDown).
 func (s *Syncer) PeerDown(id string) {
 	s.Node.PeerDown(id)
-	s.degraded = len(s.Live()) < len(s.members)
+	s.updateDegraded()
 }
 
 // PeerUp marks a member live again (see Node.PeerUp).
 func (s *Syncer) PeerUp(id string) {
 	s.Node.PeerUp(id)
-	s.degraded = len(s.Live()) < len(s.members)
+	s.updateDegraded()
+}
+
+// AddMember admits a member (see Node.AddMember) and starts keeping its
+// frames.
+func (s *Syncer) AddMember(id string, entry uint64) {
+	s.Node.AddMember(id, entry)
+	if _, ok := s.index[id]; !ok {
+		if _, member := slices.BinarySearch(s.members, id); member {
+			s.index[id] = len(s.logs)
+			s.logs = append(s.logs, nil)
+		}
+	}
+	s.updateDegraded()
+}
+
+// Leave records a member's departure (see Node.Leave). A member that left
+// with notice does not make the node keep everything, as one that is down
+// does: it announced its last clock, and nobody will need more of it.
+func (s *Syncer) Leave(id string, last uint64) {
+	s.Node.Leave(id, last)
+	s.updateDegraded()
+}
+
+// updateDegraded sets degraded while some member is down without having
+// left.
+func (s *Syncer) updateDegraded() {
+	s.degraded = false
+	for _, m := range s.members {
+		if _, gone := s.left[m]; !s.live[m] && !gone {
+			s.degraded = true
+			return
+		}
+	}
+}
+
+// Snapshot returns the node's committed rows for a joiner (see
+// Node.Snapshot), with the frames it keeps of updates above them, so the
+// joiner need not fetch those from their origins.
+func (s *Syncer) Snapshot() Snapshot {
+	snap := s.Node.Snapshot()
+	for _, m := range s.members {
+		i, ok := s.index[m]
+		if !ok {
+			continue
+		}
+		for _, r := range s.logs[i] {
+			if r.clock > snap.Clock {
+				snap.Pending = append(snap.Pending, Update{Origin: m, Clock: r.clock, Frame: r.frame})
+			}
+		}
+	}
+	return snap
 }
 
 // Receive handles one network message: a sync request is answered (the
@@ -559,7 +611,11 @@ func (s *Syncer) AntiEntropy() []Message {
 	}
 	var have []SyncEntry
 	for _, m := range s.members {
-		if m != s.cfg.ID && s.vc.Get(m) < upto {
+		want := upto
+		if last, gone := s.left[m]; gone {
+			want = min(want, last)
+		}
+		if m != s.cfg.ID && s.vc.Get(m) < want {
 			have = append(have, SyncEntry{Origin: m, Clock: s.vc.Get(m)})
 		}
 	}

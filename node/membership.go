@@ -1,0 +1,169 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Membership changes.
+//
+// A mesh's membership changes while it trains: nodes join, leave and die.
+// The core does not decide any of that (the driver learns it from the
+// network and from timeouts); it applies what it is told:
+//
+//   - AddMember admits a member whose updates start after a given clock,
+//     its entry. Nothing of it is expected at or below the entry, so the
+//     gate and the commit of rows wait for it only from entry+1 on.
+//   - PeerDown and PeerUp take a member out of the live set and back; Leave
+//     also records the member's last clock, so nobody asks for more of it.
+//   - Snapshot gives what a joiner starts from, and Config.Start starts a
+//     node from it: the donor's committed rows, the exact set of updates
+//     they hold (vector clock entries and any gaps below the rows' clock),
+//     and the frames of the updates the donor holds above it, which the
+//     joiner then receives like any other envelope.
+//
+// A member id is never reused for a second run of the same node: a node
+// restarted from a checkpoint joins as a new incarnation (a new member id),
+// so its new updates can never collide with clocks its previous incarnation
+// already sent. That is what keeps "applied at most once" a plain vector
+// clock check across restarts.
+
+// MemberEntry is one member as a snapshot carries it.
+type MemberEntry struct {
+	ID   string
+	Live bool
+	// High is the contiguous high-water mark of the member's updates in
+	// the snapshot's rows; Ahead lists the clocks above High (and at most
+	// the rows' clock) that the rows also hold.
+	High  uint64
+	Ahead []uint64
+}
+
+// Snapshot is what a node hands a joiner: its committed rows and exactly
+// which updates they hold, plus the updates it holds above them as frames.
+type Snapshot struct {
+	// Clock is the rows' clock: every update of a live member with clock at
+	// most Clock is in View.
+	Clock   uint64
+	View    []float64
+	Members []MemberEntry
+	// Pending are the frames of updates above Clock that the donor holds;
+	// the joiner applies them through Receive.
+	Pending []Update
+}
+
+// ErrSnapshot is wrapped by errors about a snapshot that does not fit.
+var ErrSnapshot = errors.New("snapshot does not fit")
+
+// Snapshot returns the node's committed rows as a starting point for a
+// joiner. A plain Node keeps no frames, so the snapshot has no Pending
+// updates; the joiner fetches them from their origins (see Syncer).
+func (n *Node) Snapshot() Snapshot {
+	s := Snapshot{Clock: n.committedClock, View: slices.Clone(n.committed)}
+	for _, m := range n.members {
+		e := MemberEntry{ID: m, Live: n.live[m], High: min(n.vc.Get(m), n.committedClock)}
+		for c := range n.vc.ahead[m] {
+			if c <= n.committedClock {
+				e.Ahead = append(e.Ahead, c)
+			}
+		}
+		slices.Sort(e.Ahead)
+		s.Members = append(s.Members, e)
+	}
+	return s
+}
+
+// start puts a new node at a snapshot: its rows, the updates they hold, and
+// its own clock at the rows' clock. The node's own id is added as a member
+// with entry Clock if the snapshot does not list it.
+func (n *Node) start(s *Snapshot) error {
+	if len(s.View) != len(n.committed) {
+		return fmt.Errorf("%w: %d parameters, the model has %d", ErrSnapshot, len(s.View), len(n.committed))
+	}
+	copy(n.committed, s.View)
+	n.committedClock = s.Clock
+	n.clock = s.Clock
+	n.joinedAt = s.Clock
+	for _, e := range s.Members {
+		if e.ID == "" || e.High > s.Clock {
+			return fmt.Errorf("%w: member %q has entry %d above the rows' clock %d", ErrSnapshot, e.ID, e.High, s.Clock)
+		}
+		n.insertMember(e.ID)
+		n.live[e.ID] = e.Live
+		n.vc.Set(e.ID, e.High)
+		for _, c := range e.Ahead {
+			if c <= e.High || c > s.Clock {
+				return fmt.Errorf("%w: member %q lists clock %d outside (%d, %d]", ErrSnapshot, e.ID, c, e.High, s.Clock)
+			}
+			n.vc.Add(e.ID, c)
+		}
+	}
+	// The joiner's own updates start after the rows' clock; whatever the
+	// snapshot said of this id (a member id is never reused) is replaced.
+	n.insertMember(n.cfg.ID)
+	n.live[n.cfg.ID] = true
+	n.vc.Set(n.cfg.ID, s.Clock)
+	n.setLive(n.cfg.ID, true)
+	n.rebuildRouter()
+	return nil
+}
+
+// insertMember adds id to the sorted member list if it is not there; it
+// reports whether it was added. The live set is not changed.
+func (n *Node) insertMember(id string) bool {
+	i, ok := slices.BinarySearch(n.members, id)
+	if ok {
+		return false
+	}
+	n.members = slices.Insert(n.members, i, id)
+	return true
+}
+
+// AddMember admits member id, live, with entry as its vector clock entry:
+// its first update is entry+1. A member already known is only marked live
+// again (see PeerUp); its entry is never moved back.
+func (n *Node) AddMember(id string, entry uint64) {
+	if id == "" || id == n.cfg.ID {
+		return
+	}
+	if n.insertMember(id) {
+		n.vc.Set(id, max(n.vc.Get(id), entry))
+		n.rebuildRouter()
+	}
+	n.setLive(id, true)
+	delete(n.left, id)
+	n.commit()
+}
+
+// Leave marks member id as gone for good after its update last: it leaves
+// the live set (see PeerDown) and anti-entropy stops asking for its
+// updates above last.
+func (n *Node) Leave(id string, last uint64) {
+	if _, ok := slices.BinarySearch(n.members, id); !ok || id == n.cfg.ID {
+		return
+	}
+	if n.left == nil {
+		n.left = map[string]uint64{}
+	}
+	n.left[id] = last
+	n.PeerDown(id)
+}
+
+// Members returns every member ever admitted, live or not, sorted.
+func (n *Node) Members() []string { return slices.Clone(n.members) }
+
+// SetRouter replaces the overlay, as the driver does when membership
+// changes. nil returns to a full mesh over the members.
+func (n *Node) SetRouter(r Router) {
+	n.cfg.Router = r
+	n.rebuildRouter()
+}
+
+func (n *Node) rebuildRouter() {
+	if n.cfg.Router != nil {
+		n.router = n.cfg.Router
+		return
+	}
+	n.router = NewFullMesh(n.members)
+}

@@ -1,0 +1,302 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/model"
+)
+
+// churn drives Syncers over an in-memory network with random delivery, and
+// lets a test add, remove and kill members while they train.
+type churn struct {
+	t      *testing.T
+	nodes  map[string]*Syncer
+	order  []string // every id ever started, in start order
+	dead   map[string]bool
+	flight []flight
+	rng    *rand.Rand
+	iters  uint64
+	s      int
+	// base[id] is what a node's rows held when it started: the sum of the
+	// snapshot's entries; UpdatesApplied counts what came after.
+	base map[string]uint64
+	// entry[id] is the clock a joiner started at: everyone's vector clock
+	// counts its first entry clocks without any update behind them.
+	entry map[string]uint64
+}
+
+func newChurn(t *testing.T, p, s int, iters uint64, seed uint64) *churn {
+	t.Helper()
+	ch := &churn{t: t, nodes: map[string]*Syncer{}, dead: map[string]bool{}, rng: rand.New(rand.NewPCG(seed, 7)), iters: iters, s: s, base: map[string]uint64{}, entry: map[string]uint64{}}
+	var ids []string
+	for i := range p {
+		ids = append(ids, fmt.Sprintf("node-%02d", i))
+	}
+	for _, id := range ids {
+		ch.start(id, Config{ID: id, Members: ids})
+	}
+	return ch
+}
+
+func (ch *churn) start(id string, cfg Config) *Syncer {
+	ch.t.Helper()
+	train := testData(ch.t)
+	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature, L2: 1e-4})
+	if err != nil {
+		ch.t.Fatal(err)
+	}
+	opt, err := model.NewOptimizer(model.SGD, 0.5, mdl.NumParams())
+	if err != nil {
+		ch.t.Fatal(err)
+	}
+	cfg.Model, cfg.Optimizer, cfg.Codec = mdl, opt, codec.Raw{}
+	cfg.Staleness, cfg.Iterations, cfg.BatchSize, cfg.Seed = ch.s, ch.iters, 10, 3
+	cfg.Shard = train.Shard(len(ch.order)%4, 4).Rows
+	n, err := NewSyncer(cfg, SyncConfig{})
+	if err != nil {
+		ch.t.Fatal(err)
+	}
+	ch.nodes[id] = n
+	ch.order = append(ch.order, id)
+	return n
+}
+
+func (ch *churn) live() []string {
+	var out []string
+	for _, id := range ch.order {
+		if !ch.dead[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (ch *churn) send(from string, msgs []Message) {
+	for _, m := range msgs {
+		ch.flight = append(ch.flight, flight{from: from, to: m.To, data: m.Data})
+	}
+}
+
+// join starts id from donor's snapshot and tells every live node.
+func (ch *churn) join(id, donor string) {
+	snap := ch.nodes[donor].Snapshot()
+	n := ch.start(id, Config{ID: id, Start: &snap})
+	var held uint64
+	for _, e := range snap.Members {
+		held += e.High + uint64(len(e.Ahead))
+	}
+	ch.base[id] = held
+	ch.entry[id] = snap.Clock
+	if len(snap.Pending) > 0 {
+		n.Receive(donor, EncodeEnvelope(snap.Pending))
+	}
+	for _, other := range ch.live() {
+		if other != id {
+			ch.nodes[other].AddMember(id, snap.Clock)
+		}
+	}
+}
+
+// step delivers a random message or trains a random node; when neither is
+// possible it asks every live node for its sync traffic. It reports false
+// when nothing at all can happen.
+func (ch *churn) step() bool {
+	var trainable []string
+	for _, id := range ch.live() {
+		if ch.nodes[id].CanTrain() {
+			trainable = append(trainable, id)
+		}
+	}
+	if len(ch.flight) > 0 && (len(trainable) == 0 || ch.rng.IntN(2) == 0) {
+		i := ch.rng.IntN(len(ch.flight))
+		f := ch.flight[i]
+		ch.flight = slices.Delete(ch.flight, i, i+1)
+		if ch.dead[f.to] {
+			return true
+		}
+		ch.nodes[f.to].Receive(f.from, f.data)
+		ch.send(f.to, ch.nodes[f.to].Ready().Messages)
+		return true
+	}
+	if len(trainable) > 0 {
+		id := trainable[ch.rng.IntN(len(trainable))]
+		if err := ch.nodes[id].Train(); err != nil {
+			ch.t.Fatal(err)
+		}
+		ch.send(id, ch.nodes[id].Ready().Messages)
+		return true
+	}
+	for _, id := range ch.live() {
+		n := ch.nodes[id]
+		ch.send(id, n.SyncRequest())
+		ch.send(id, n.AntiEntropy())
+	}
+	return len(ch.flight) > 0
+}
+
+// runUntil steps until cond holds or nothing can happen.
+func (ch *churn) runUntil(cond func() bool) {
+	for guard := 0; !cond(); guard++ {
+		if !ch.step() || guard > 1_000_000 {
+			ch.t.Fatalf("stalled: %s", ch.describe())
+		}
+	}
+}
+
+// settle runs anti-entropy rounds until one applies nothing new: how the
+// last updates of members that left or died reach everyone. (Members that
+// died without notice are asked for forever; nobody has more of them.)
+func (ch *churn) settle() {
+	applied := func() (sum uint64) {
+		for _, id := range ch.live() {
+			sum += ch.nodes[id].Stats().UpdatesApplied
+		}
+		return sum
+	}
+	for round := 0; round < 20; round++ {
+		before := applied()
+		for _, id := range ch.live() {
+			ch.send(id, ch.nodes[id].AntiEntropy())
+		}
+		for len(ch.flight) > 0 {
+			ch.step()
+		}
+		if applied() == before {
+			return
+		}
+	}
+	ch.t.Fatalf("anti-entropy does not settle: %s", ch.describe())
+}
+
+func (ch *churn) allDone() bool {
+	for _, id := range ch.live() {
+		if !ch.nodes[id].Done() {
+			return false
+		}
+	}
+	return true
+}
+
+func (ch *churn) describe() string {
+	out := ""
+	for _, id := range ch.live() {
+		n := ch.nodes[id]
+		out += fmt.Sprintf("%s clock %d vc %v; ", id, n.Clock(), n.VectorClock().Snapshot())
+	}
+	return out
+}
+
+// checkConverged asserts that every live node holds the same updates, each
+// once, and the same view up to summation order.
+func (ch *churn) checkConverged() {
+	ch.t.Helper()
+	live := ch.live()
+	ref := ch.nodes[live[0]]
+	for _, id := range live {
+		n := ch.nodes[id]
+		var held uint64
+		for _, m := range ch.order {
+			if got, want := n.VectorClock().Get(m), ref.VectorClock().Get(m); got != want {
+				ch.t.Errorf("%s holds %s up to %d, %s up to %d", id, m, got, live[0], want)
+			}
+			held += n.VectorClock().Get(m) - ch.entry[m]
+		}
+		if got := ch.base[id] + n.Stats().UpdatesApplied; got != held {
+			ch.t.Errorf("%s applied %d updates on top of %d from its snapshot, for %d distinct updates held", id, n.Stats().UpdatesApplied, ch.base[id], held)
+		}
+		if d := maxAbsDiff(n.View(), ref.View()); d > 1e-9 {
+			ch.t.Errorf("%s's view differs from %s's by %g", id, live[0], d)
+		}
+	}
+}
+
+func maxAbsDiff(a, b []float64) float64 {
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(a[i]-b[i]))
+	}
+	return d
+}
+
+// A node that joins mid-run from a member's snapshot catches up: it ends
+// with every update of every member, each applied once, and the same view,
+// whatever the delivery order and the staleness.
+func TestJoinFromSnapshotCatchesUp(t *testing.T) {
+	for _, s := range []int{0, 2} {
+		for seed := uint64(1); seed <= 6; seed++ {
+			ch := newChurn(t, 3, s, 30, seed)
+			ch.runUntil(func() bool { return ch.nodes["node-00"].Clock() >= 10 })
+			ch.join("node-03", ch.order[int(seed)%3])
+			ch.runUntil(ch.allDone)
+			ch.checkConverged()
+			joiner := ch.nodes["node-03"]
+			if joiner.Clock() != 30 || joiner.VectorClock().Get("node-03") != 30 {
+				t.Fatalf("s=%d seed %d: joiner at clock %d", s, seed, joiner.Clock())
+			}
+			// Frames may arrive twice (from the snapshot and from their
+			// origin); nothing else may be refused.
+			for reason, k := range joiner.Stats().Rejected {
+				if reason != RejectDuplicate {
+					t.Errorf("s=%d seed %d: joiner rejected %d frames as %s", s, seed, k, reason)
+				}
+			}
+		}
+	}
+}
+
+// A killed member's last updates still reach every live node, a member
+// that leaves with notice is not waited for, and a restarted member joins
+// as a new incarnation whose clocks cannot collide with the old one's.
+func TestKillLeaveAndRejoin(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		ch := newChurn(t, 4, 1, 40, seed)
+		ch.runUntil(func() bool { return ch.nodes["node-01"].Clock() >= 12 })
+		// Kill node-01: its in-flight messages still arrive, then silence.
+		ch.dead["node-01"] = true
+		for _, id := range ch.live() {
+			ch.nodes[id].PeerDown("node-01")
+		}
+		ch.runUntil(func() bool { return ch.nodes["node-00"].Clock() >= 20 })
+		// node-02 leaves with notice.
+		last := ch.nodes["node-02"].Clock()
+		ch.dead["node-02"] = true
+		for _, id := range ch.live() {
+			ch.nodes[id].Leave("node-02", last)
+		}
+		// node-01 comes back as its second incarnation.
+		ch.join("node-01/2", "node-03")
+		ch.runUntil(ch.allDone)
+		ch.settle()
+		ch.checkConverged()
+		for _, id := range ch.live() {
+			n := ch.nodes[id]
+			if got := n.VectorClock().Get("node-02"); got != last {
+				t.Errorf("seed %d: %s holds node-02 up to %d, it left after %d", seed, id, got, last)
+			}
+		}
+	}
+}
+
+func TestStartRejectsSnapshotThatDoesNotFit(t *testing.T) {
+	ch := newChurn(t, 2, 0, 5, 1)
+	snap := ch.nodes["node-00"].Snapshot()
+	bad := snap
+	bad.View = bad.View[:10]
+	mdl := ch.nodes["node-00"].Config()
+	for name, s := range map[string]Snapshot{
+		"short view":   bad,
+		"entry beyond": {Clock: 0, View: snap.View, Members: []MemberEntry{{ID: "x", High: 3}}},
+		"ahead below":  {Clock: 5, View: snap.View, Members: []MemberEntry{{ID: "x", High: 3, Ahead: []uint64{2}}}},
+	} {
+		cfg := mdl
+		cfg.ID, cfg.Members, cfg.Start = "joiner", nil, &s
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New accepted the snapshot", name)
+		}
+	}
+}
