@@ -84,6 +84,13 @@ type Config struct {
 	// Start, when set, starts the node from a member's snapshot instead of
 	// a zero view at clock 0 (see Snapshot); Members may then be empty.
 	Start *Snapshot
+	// Auth, when set, signs this node's updates and verifies every other
+	// update before its frame is decoded (see Authenticator); nil is an
+	// unsigned mesh.
+	Auth Authenticator
+	// Robust screens incoming updates for poisoned values (see Robust);
+	// nil gets the defaults on first use. It holds state: one per node.
+	Robust *Robust
 }
 
 // DecodeCache remembers what recent frames decode to. Decoding is a pure
@@ -147,6 +154,8 @@ const (
 	RejectBadShape    = "bad_shape"
 	RejectBadFactors  = "bad_factors"
 	RejectNorm        = "norm"
+	// RejectBadSignature and RejectNaN are defined with the checks that
+	// count them (sign.go, robust.go).
 )
 
 // Stats are a node's counters. All byte counts are envelope bytes as handed
@@ -443,7 +452,9 @@ func (n *Node) Train() error {
 	n.stats.FrameBytes += uint64(len(frame))
 	n.stats.PairsEncoded += uint64(len(intended.Values))
 	n.add(n.cfg.ID, t, decoded)
-	n.route(Update{Origin: n.cfg.ID, Clock: t, Frame: frame})
+	if err := n.sendOwn(t, frame, decoded); err != nil {
+		return err
+	}
 	n.commit()
 	return nil
 }
@@ -502,8 +513,15 @@ func (n *Node) accept(u Update) string {
 	if u.Clock > n.acceptBound() {
 		return RejectClockAhead
 	}
+	if reason := n.verify(u); reason != "" {
+		return reason
+	}
 	decoded, reason := n.decode(u.Frame)
+	if reason == "" {
+		decoded, reason = n.screen().check(decoded, len(n.committed))
+	}
 	if reason != "" {
+		n.skip(u)
 		return reason
 	}
 	n.add(u.Origin, u.Clock, decoded)
@@ -534,21 +552,30 @@ func (n *Node) decodeFrame(frame []byte) (codec.Sparse, string) {
 			return codec.Sparse{}, RejectBadFactors
 		}
 		norm := f.Norm()
-		if math.IsNaN(norm) || math.IsInf(norm, 0) || (n.cfg.MaxUpdateNorm > 0 && norm > n.cfg.MaxUpdateNorm) {
+		if math.IsNaN(norm) || math.IsInf(norm, 0) {
+			return codec.Sparse{}, RejectNaN
+		}
+		if n.cfg.MaxUpdateNorm > 0 && norm > n.cfg.MaxUpdateNorm {
 			return codec.Sparse{}, RejectNorm
 		}
 		u := f.Reconstruct(&n.factorAcc)
 		if !n.fits(u) {
 			return codec.Sparse{}, RejectBadShape
 		}
+		if !finite(u) {
+			return codec.Sparse{}, RejectNaN
+		}
 		return u, ""
 	}
 	u, err := codec.Decode(frame)
 	if err != nil {
-		return codec.Sparse{}, RejectBadFrame
+		return codec.Sparse{}, frameReason(err)
 	}
 	if !n.fits(u) {
 		return codec.Sparse{}, RejectBadShape
+	}
+	if !finite(u) {
+		return codec.Sparse{}, RejectNaN
 	}
 	return u, ""
 }

@@ -248,6 +248,7 @@ type SyncStats struct {
 type retained struct {
 	clock uint64
 	frame []byte
+	sig   []byte // the origin's signature, resent with the frame
 }
 
 // Syncer is a node core with retransmission: a Node that keeps the frames it
@@ -383,7 +384,7 @@ func (s *Syncer) Snapshot() Snapshot {
 		}
 		for _, r := range s.logs[i] {
 			if r.clock > snap.Clock {
-				snap.Pending = append(snap.Pending, Update{Origin: m, Clock: r.clock, Frame: r.frame})
+				snap.Pending = append(snap.Pending, Update{Origin: m, Clock: r.clock, Frame: r.frame, Sig: r.sig})
 			}
 		}
 	}
@@ -423,7 +424,7 @@ func (s *Syncer) Receive(from string, data []byte) {
 		if repeated(updates, s.fresh, k) {
 			continue
 		}
-		s.retain(u.Origin, u.Clock, slices.Clone(u.Frame))
+		s.retain(u.Origin, u.Clock, slices.Clone(u.Frame), slices.Clone(u.Sig))
 	}
 }
 
@@ -448,7 +449,7 @@ func (s *Syncer) Train() error {
 		return err
 	}
 	if f := s.ownFrame(); f != nil {
-		s.retain(s.cfg.ID, s.clock, f)
+		s.retain(s.cfg.ID, s.clock, f, s.ownSig(s.clock, f))
 	}
 	if s.capture != nil {
 		s.capture.last = nil
@@ -475,7 +476,7 @@ func (s *Syncer) ownFrame() []byte {
 
 // retain keeps frame as origin's update of clock and drops what the
 // retention rules no longer require.
-func (s *Syncer) retain(origin string, clock uint64, frame []byte) {
+func (s *Syncer) retain(origin string, clock uint64, frame, sig []byte) {
 	i, ok := s.index[origin]
 	if !ok {
 		return
@@ -493,7 +494,7 @@ func (s *Syncer) retain(origin string, clock uint64, frame []byte) {
 	if found {
 		return
 	}
-	log = slices.Insert(log, j, retained{clock: clock, frame: frame})
+	log = slices.Insert(log, j, retained{clock: clock, frame: frame, sig: sig})
 	s.bytes += len(frame)
 	s.count++
 	drop := 0
@@ -553,7 +554,7 @@ func (s *Syncer) handleSync(from string, data []byte) {
 			}
 			budget -= len(f)
 			sent++
-			s.outbox[from] = append(s.outbox[from], Update{Origin: e.Origin, Clock: log[j].clock, Frame: f})
+			s.outbox[from] = append(s.outbox[from], Update{Origin: e.Origin, Clock: log[j].clock, Frame: f, Sig: log[j].sig})
 			s.syncStats.UpdatesResent++
 			s.syncStats.ResentBytes += uint64(len(f))
 		}

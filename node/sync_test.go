@@ -327,7 +327,7 @@ func TestSyncRetentionWindow(t *testing.T) {
 	}
 	// Once b is down, what a holds of it is kept up to History.
 	a.PeerDown(ids[1])
-	a.retain(ids[1], 30, []byte("x"))
+	a.retain(ids[1], 30, []byte("x"), nil)
 	if len(a.logs[1]) != 3 {
 		t.Fatalf("after PeerDown a keeps %d of b's frames, want 3", len(a.logs[1]))
 	}
@@ -354,7 +354,7 @@ func TestSyncRetentionWhileDegraded(t *testing.T) {
 		t.Fatalf("a counts c down and keeps %d of b's frames, want History = 6", got)
 	}
 	a.PeerUp(ids[2])
-	a.retain(ids[1], 11, []byte("x")) // the next frame of b evicts past the window again
+	a.retain(ids[1], 11, []byte("x"), nil) // the next frame of b evicts past the window again
 	if got := len(a.logs[1]); got > 2+1 {
 		t.Fatalf("with everyone live again a keeps %d of b's frames", got)
 	}

@@ -10,12 +10,15 @@ import (
 )
 
 // Update is one origin's additive update for one iteration, as it travels:
-// the codec frame is carried byte for byte from the origin to every receiver,
-// through any number of relays.
+// the codec frame and its signature are carried byte for byte from the
+// origin to every receiver, through any number of relays.
 type Update struct {
 	Origin string
 	Clock  uint64
 	Frame  []byte
+	// Sig is the origin's signature over (mesh, origin, clock, SHA-256 of
+	// Frame) (see Authenticator); empty in an unsigned mesh.
+	Sig []byte
 }
 
 // wireVersion is the envelope format version.
@@ -26,6 +29,9 @@ const wireVersion = 1
 const (
 	MaxEnvelopeBytes = 64 << 20
 	maxOriginBytes   = 256
+	// MaxSignatureBytes bounds an update's signature: an Ed25519 signature
+	// takes 64 bytes, an RSA-4096 one 512.
+	MaxSignatureBytes = 1024
 )
 
 // ErrBadEnvelope is wrapped by every envelope decoding error.
@@ -33,10 +39,14 @@ var ErrBadEnvelope = errors.New("bad envelope")
 
 // EncodeEnvelope writes updates as one network message:
 //
-//	msgpack array [version uint, array of [origin str, clock uint, frame bin]]
+//	msgpack array [version uint, array of update]
+//	update: [origin str, clock uint, frame bin]             unsigned
+//	        [origin str, clock uint, frame bin, sig bin]    signed
 //
-// Frames are msgpack bin values with explicit lengths, so the decoder can
-// check each length against the bytes that remain before it reads.
+// An update with an empty Sig is written with three fields, so an unsigned
+// mesh sends the same bytes as before signatures existed. Frames and
+// signatures are msgpack bin values with explicit lengths, so the decoder
+// can check each length against the bytes that remain before it reads.
 func EncodeEnvelope(updates []Update) []byte {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
@@ -45,10 +55,17 @@ func EncodeEnvelope(updates []Update) []byte {
 	_ = enc.EncodeUint(wireVersion)
 	_ = enc.EncodeArrayLen(len(updates))
 	for _, u := range updates {
-		_ = enc.EncodeArrayLen(3)
+		fields := 3
+		if len(u.Sig) > 0 {
+			fields = 4
+		}
+		_ = enc.EncodeArrayLen(fields)
 		_ = enc.EncodeString(u.Origin)
 		_ = enc.EncodeUint(u.Clock)
 		_ = enc.EncodeBytes(u.Frame)
+		if fields == 4 {
+			_ = enc.EncodeBytes(u.Sig)
+		}
 	}
 	return buf.Bytes()
 }
@@ -104,8 +121,8 @@ func decodeUpdate(dec *msgpack.Decoder, r *bytes.Reader, data []byte) (Update, e
 	if err != nil {
 		return Update{}, err
 	}
-	if n != 3 {
-		return Update{}, fmt.Errorf("%w: update has %d fields, want 3", ErrBadEnvelope, n)
+	if n != 3 && n != 4 {
+		return Update{}, fmt.Errorf("%w: update has %d fields, want 3 or 4", ErrBadEnvelope, n)
 	}
 	origin, err := byteField(dec, r, data, "origin", maxOriginBytes)
 	if err != nil {
@@ -122,7 +139,18 @@ func decodeUpdate(dec *msgpack.Decoder, r *bytes.Reader, data []byte) (Update, e
 	if err != nil {
 		return Update{}, err
 	}
-	return Update{Origin: string(origin), Clock: clock, Frame: frame}, nil
+	u := Update{Origin: string(origin), Clock: clock, Frame: frame}
+	if n == 4 {
+		if u.Sig, err = byteField(dec, r, data, "signature", MaxSignatureBytes); err != nil {
+			return Update{}, err
+		}
+		if len(u.Sig) == 0 {
+			// The encoder writes an unsigned update with three fields: an
+			// empty fourth is not the canonical form.
+			return Update{}, fmt.Errorf("%w: empty signature field", ErrBadEnvelope)
+		}
+	}
+	return u, nil
 }
 
 func arrayLen(dec *msgpack.Decoder, r *bytes.Reader, what string) (int, error) {

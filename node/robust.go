@@ -1,0 +1,287 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+)
+
+// Poisoned values.
+//
+// Every decoded update is screened before it is applied:
+//
+//   - a value that is NaN or ±Inf rejects the update (RejectNaN); this is a
+//     property of the frame alone, checked with decoding;
+//   - an update whose L2 norm exceeds NormFactor times the median norm of
+//     the last NormWindow updates this node accepted (its own included) is
+//     rejected (RejectNorm); the median of a window most of which honest
+//     members made cannot be moved far by one member, however large it
+//     makes its own updates;
+//   - with Clip, centered clipping (Karimireddy, He and Jaggi, "Learning
+//     from History for Byzantine Robust Optimization", ICML 2021) pulls each
+//     accepted update x from another member toward a centre v, the running
+//     mean of what the node accepted: x' = v + (x − v)·min(1, τ/‖x − v‖),
+//     with τ = ClipFactor times the median of recent distances ‖x − v‖. The
+//     paper clips worker momenta around the previous aggregate at a server;
+//     here each node clips the updates it receives around its own centre.
+//     An update within τ of the centre is applied unchanged.
+//
+// The screen's state is the node's own (its windows and centre depend on
+// what it accepted, in arrival order), so it is deterministic for a given
+// sequence of events, but two nodes may judge a borderline update
+// differently. With Clip on, views are therefore not bit-identical across
+// nodes even at staleness 0; without it, honest updates never come near the
+// bound and views stay identical.
+//
+// A node holds no reference before it has accepted or made an update: the
+// first update it accepts is checked for finite values only.
+
+// RejectNaN counts updates holding a NaN or infinite value.
+const RejectNaN = "nan"
+
+// RobustConfig tunes the screen of incoming updates. The zero value is the
+// default: NaN refusal and a norm bound of 10 times the recent median, no
+// clipping.
+type RobustConfig struct {
+	// NormFactor is the bound on an update's norm as a multiple of the
+	// median norm of recent accepted updates; 0 means 10, a negative value
+	// turns the bound off.
+	NormFactor float64
+	// NormWindow is how many recent accepted updates the median is taken
+	// over; 0 means 64.
+	NormWindow int
+	// Clip turns on centered clipping of other members' updates.
+	Clip bool
+	// ClipFactor sets the clipping radius τ as a multiple of the median
+	// distance of recent updates from the centre; 0 means 2.
+	ClipFactor float64
+	// ClipMomentum is the weight β of the centre's running mean,
+	// v ← β·v + (1−β)·x'; 0 means 0.9.
+	ClipMomentum float64
+}
+
+// Robust is one node's screen of incoming updates: its settings and the
+// history the bounds are derived from. A Robust belongs to one node; give
+// each node its own (NewRobust), or leave Config.Robust nil for the
+// defaults.
+type Robust struct {
+	cfg   RobustConfig
+	norms window
+	dists window
+	// center is v, dense over the model's parameters once clipping starts;
+	// centerSq is ‖v‖².
+	center   []float64
+	centerSq float64
+	clipped  uint64
+}
+
+// NewRobust returns a screen with settings c, validated and defaulted.
+func NewRobust(c RobustConfig) (*Robust, error) {
+	switch {
+	case math.IsNaN(c.NormFactor) || math.IsInf(c.NormFactor, 0) || (c.NormFactor > 0 && c.NormFactor < 1):
+		return nil, fmt.Errorf("node: norm factor must be >= 1 (or <= 0), got %v", c.NormFactor)
+	case c.NormWindow < 0:
+		return nil, fmt.Errorf("node: norm window must be >= 0, got %d", c.NormWindow)
+	case !(c.ClipFactor >= 0) || math.IsInf(c.ClipFactor, 0):
+		return nil, fmt.Errorf("node: clip factor must be finite and >= 0, got %v", c.ClipFactor)
+	case !(c.ClipMomentum >= 0 && c.ClipMomentum < 1):
+		return nil, fmt.Errorf("node: clip momentum must be in [0, 1), got %v", c.ClipMomentum)
+	}
+	if c.NormFactor == 0 {
+		c.NormFactor = 10
+	}
+	if c.NormWindow == 0 {
+		c.NormWindow = 64
+	}
+	if c.ClipFactor == 0 {
+		c.ClipFactor = 2
+	}
+	if c.ClipMomentum == 0 {
+		c.ClipMomentum = 0.9
+	}
+	return &Robust{cfg: c, norms: newWindow(c.NormWindow), dists: newWindow(c.NormWindow)}, nil
+}
+
+// Config returns the screen's settings, defaults filled in.
+func (r *Robust) Config() RobustConfig { return r.cfg }
+
+// Clipped returns how many updates centered clipping has changed.
+func (r *Robust) Clipped() uint64 { return r.clipped }
+
+// NormBound returns the norm above which an update is refused now, or 0
+// when no bound applies (turned off, or no reference yet).
+func (r *Robust) NormBound() float64 {
+	if r.cfg.NormFactor < 0 || r.norms.len() == 0 {
+		return 0
+	}
+	return r.cfg.NormFactor * r.norms.median()
+}
+
+// screen returns the node's screen, creating the default one on first use.
+func (n *Node) screen() *Robust {
+	if n.cfg.Robust == nil {
+		// The zero config is valid.
+		n.cfg.Robust, _ = NewRobust(RobustConfig{})
+	}
+	return n.cfg.Robust
+}
+
+// frameReason names why the codec refused a frame: RejectNaN when it held
+// a value that is not finite, RejectBadFrame for anything else. The codecs
+// refuse such values themselves, as corrupt, naming the value ("value NaN",
+// "value +Inf") or saying "not finite"; they export no error of their own
+// for it, so the message is what tells (TestPoisonedUpdates pins it).
+func frameReason(err error) string {
+	msg := err.Error()
+	for _, s := range []string{"value NaN", "value +Inf", "value -Inf", "not finite"} {
+		if strings.Contains(msg, s) {
+			return RejectNaN
+		}
+	}
+	return RejectBadFrame
+}
+
+// finite reports whether every value of u is finite.
+func finite(u codec.Sparse) bool {
+	for _, v := range u.Values {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func l2(u codec.Sparse) float64 {
+	var s float64
+	for _, v := range u.Values {
+		s += float64(v) * float64(v)
+	}
+	return math.Sqrt(s)
+}
+
+// check screens another member's decoded update u against the norm bound
+// and, with clipping, returns the clipped update to apply. size is the
+// number of model parameters. u is not modified (it may be shared through
+// a DecodeCache).
+func (r *Robust) check(u codec.Sparse, size int) (codec.Sparse, string) {
+	norm := l2(u)
+	if b := r.NormBound(); b > 0 && norm > b {
+		return codec.Sparse{}, RejectNorm
+	}
+	r.pushNorm(norm)
+	if r.cfg.Clip {
+		u = r.clip(u, size, true)
+	}
+	return u, ""
+}
+
+// own records the node's own update, which is trusted: its norm joins the
+// window and, with clipping, it moves the centre unclipped.
+func (r *Robust) own(u codec.Sparse, size int) {
+	r.pushNorm(l2(u))
+	if r.cfg.Clip {
+		r.clip(u, size, false)
+	}
+}
+
+// pushNorm adds an accepted update's norm to the window. Empty updates
+// carry no scale and are left out, so that a member sending nothing cannot
+// pull the median to zero.
+func (r *Robust) pushNorm(norm float64) {
+	if norm > 0 {
+		r.norms.push(norm)
+	}
+}
+
+// clip returns x' = v + (x − v)·min(1, τ/‖x − v‖) (x itself when clip is
+// false or x is within τ) and moves the centre toward x'.
+func (r *Robust) clip(u codec.Sparse, size int, clip bool) codec.Sparse {
+	if r.center == nil {
+		r.center = make([]float64, size)
+	}
+	v := r.center
+	// ‖x − v‖² over x's keys plus ‖v‖² off them.
+	d2 := r.centerSq
+	each(u, func(k int, x float64) {
+		d2 += (x-v[k])*(x-v[k]) - v[k]*v[k]
+	})
+	dist := math.Sqrt(max(d2, 0))
+	out := u
+	if tau := r.cfg.ClipFactor * r.dists.median(); clip && r.dists.len() > 0 && dist > tau {
+		s := tau / dist
+		dense := make([]float32, size)
+		for i, c := range v {
+			dense[i] = float32((1 - s) * c)
+		}
+		each(u, func(k int, x float64) { dense[k] += float32(s * x) })
+		out = codec.Sparse{Values: dense}
+		r.clipped++
+		dist = tau
+	}
+	r.dists.push(dist)
+	// v ← β·v + (1−β)·x'.
+	beta := r.cfg.ClipMomentum
+	for i := range v {
+		v[i] *= beta
+	}
+	each(out, func(k int, x float64) { v[k] += (1 - beta) * x })
+	var sq float64
+	for _, c := range v {
+		sq += c * c
+	}
+	r.centerSq = sq
+	return out
+}
+
+// each calls f on every (index, value) of u, dense or sparse.
+func each(u codec.Sparse, f func(k int, x float64)) {
+	if u.Dense() {
+		for i, x := range u.Values {
+			f(i, float64(x))
+		}
+		return
+	}
+	for i, k := range u.Keys {
+		f(int(k), float64(u.Values[i]))
+	}
+}
+
+// window is a ring of the last n values with a median.
+type window struct {
+	vals    []float64
+	next    int
+	full    bool
+	scratch []float64
+}
+
+func newWindow(n int) window { return window{vals: make([]float64, n)} }
+
+func (w *window) len() int {
+	if w.full {
+		return len(w.vals)
+	}
+	return w.next
+}
+
+func (w *window) push(x float64) {
+	w.vals[w.next] = x
+	w.next++
+	if w.next == len(w.vals) {
+		w.next, w.full = 0, true
+	}
+}
+
+// median returns the median of the values held (the lower middle one for
+// an even count), 0 when empty.
+func (w *window) median() float64 {
+	n := w.len()
+	if n == 0 {
+		return 0
+	}
+	w.scratch = append(w.scratch[:0], w.vals[:n]...)
+	slices.Sort(w.scratch)
+	return w.scratch[(n-1)/2]
+}
