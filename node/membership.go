@@ -82,6 +82,11 @@ func (n *Node) start(s *Snapshot) error {
 		return fmt.Errorf("%w: %d parameters, the model has %d", ErrSnapshot, len(s.View), len(n.committed))
 	}
 	copy(n.committed, s.View)
+	for _, e := range s.Members {
+		if e.ID != n.cfg.ID {
+			n.fromSnapshot += e.High + uint64(len(e.Ahead))
+		}
+	}
 	n.committedClock = s.Clock
 	n.clock = s.Clock
 	n.joinedAt = s.Clock
@@ -104,6 +109,7 @@ func (n *Node) start(s *Snapshot) error {
 	n.insertMember(n.cfg.ID)
 	n.live[n.cfg.ID] = true
 	n.vc.Set(n.cfg.ID, s.Clock)
+	n.entries += s.Clock
 	n.setLive(n.cfg.ID, true)
 	n.rebuildRouter()
 	return nil
@@ -128,7 +134,9 @@ func (n *Node) AddMember(id string, entry uint64) {
 		return
 	}
 	if n.insertMember(id) {
-		n.vc.Set(id, max(n.vc.Get(id), entry))
+		before := n.vc.Get(id)
+		n.vc.Set(id, max(before, entry))
+		n.entries += n.vc.Get(id) - before
 		n.rebuildRouter()
 	}
 	n.setLive(id, true)
@@ -148,6 +156,17 @@ func (n *Node) Leave(id string, last uint64) {
 	}
 	n.left[id] = last
 	n.PeerDown(id)
+}
+
+// Ledger accounts for the updates in the node's view: fromSnapshot came in
+// its starting rows, applied were applied since (its own included), held
+// is how many distinct updates the vector clock says the view holds. Every
+// update applied exactly once means fromSnapshot + applied == held.
+func (n *Node) Ledger() (fromSnapshot, applied, held uint64) {
+	for _, m := range n.members {
+		held += n.vc.Get(m) + uint64(len(n.vc.ahead[m]))
+	}
+	return n.fromSnapshot, n.stats.UpdatesApplied, held - n.entries
 }
 
 // Members returns every member ever admitted, live or not, sorted.

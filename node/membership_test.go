@@ -209,6 +209,9 @@ func (ch *churn) checkConverged() {
 		if got := ch.base[id] + n.Stats().UpdatesApplied; got != held {
 			ch.t.Errorf("%s applied %d updates on top of %d from its snapshot, for %d distinct updates held", id, n.Stats().UpdatesApplied, ch.base[id], held)
 		}
+		if base, applied, ledger := n.Ledger(); base != ch.base[id] || applied != n.Stats().UpdatesApplied || ledger != held {
+			ch.t.Errorf("%s's ledger says %d+%d for %d held, want %d+%d for %d", id, base, applied, ledger, ch.base[id], n.Stats().UpdatesApplied, held)
+		}
 		if d := maxAbsDiff(n.View(), ref.View()); d > 1e-9 {
 			ch.t.Errorf("%s's view differs from %s's by %g", id, live[0], d)
 		}

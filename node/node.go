@@ -232,6 +232,9 @@ type Node struct {
 	// holds the last clock of members that left (see Leave).
 	joinedAt uint64
 	left     map[string]uint64
+	// fromSnapshot counts the updates the starting rows held; entries sums
+	// the vector clock entries set without updates (members' entry clocks).
+	fromSnapshot, entries uint64
 }
 
 // New validates cfg and returns a node at clock 0 with a zero view.

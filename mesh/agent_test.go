@@ -1,0 +1,105 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/node"
+)
+
+func agentSettings(train *dataset.Dataset) node.Settings {
+	return node.Settings{Model: "lr", MaxFeature: train.MaxFeature, Optimizer: "sgd", LearningRate: 0.5,
+		Staleness: 1, Codec: "raw", Factors: node.FactorsOff, Iterations: 30}
+}
+
+// startAgent starts a host and an agent for member incarnation 1, as a
+// founder (reply nil) or from a join reply.
+func startAgent(t *testing.T, ctx context.Context, set node.Settings, shard []dataset.Row, reply *JoinReply, h *Host) *Agent {
+	t.Helper()
+	mdl, opt, cdc, err := set.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := MemberID(h.h.ID(), 1)
+	cfg := node.Config{ID: id, Members: []string{id}, Model: mdl, Optimizer: opt, Codec: cdc,
+		Staleness: set.Staleness, Iterations: set.Iterations, BatchSize: 10, Seed: 1, Shard: shard}
+	var peers []PeerRecord
+	if reply != nil {
+		cfg.Members, cfg.Start, peers = nil, reply.Snapshot, reply.Members
+	}
+	n, err := node.NewSyncer(cfg, node.SyncConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply != nil && len(reply.Snapshot.Pending) > 0 {
+		n.Receive(peers[0].Member, node.EncodeEnvelope(reply.Snapshot.Pending))
+	}
+	a, err := NewAgent(ctx, AgentConfig{Mesh: "test", Host: h, Node: n, Settings: set, Peers: peers,
+		MinMembers: 3, Heartbeat: 100 * time.Millisecond, DeadAfter: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// Three real libp2p nodes form one mesh through one member's address,
+// train together and end holding the same updates, each applied once; a
+// joiner with a conflicting explicit setting is refused with its name.
+func TestAgentsJoinTrainAndAgree(t *testing.T) {
+	train, _, err := dataset.Builtin("rcv1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := agentSettings(train)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hosts := []*Host{newTestHost(t), newTestHost(t), newTestHost(t)}
+	founder := startAgent(t, ctx, set, train.Shard(0, 3).Rows, nil, hosts[0])
+	seed := hosts[0].Addrs()[0]
+
+	agents := []*Agent{founder}
+	results := make(chan Result, 3)
+	errs := make(chan error, 3)
+	run := func(a *Agent) {
+		r, err := a.Run(ctx)
+		results <- r
+		errs <- err
+	}
+	go run(founder)
+	bad := set
+	bad.Staleness = 4
+	rogue := newTestHost(t)
+	_, err = Join(ctx, rogue, seed, JoinRequest{Mesh: "test", Member: MemberID(rogue.h.ID(), 1), Settings: bad, Explicit: []string{node.SettingStaleness}})
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("conflicting joiner: err = %v, want a refusal", err)
+	}
+
+	for i, h := range hosts[1:] {
+		reply, err := Join(ctx, h, seed, JoinRequest{Mesh: "test", Member: MemberID(h.h.ID(), 1), Settings: set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startAgent(t, ctx, reply.Settings, train.Shard(i+1, 3).Rows, reply, h)
+		agents = append(agents, a)
+		go run(a)
+	}
+	var held []uint64
+	for range agents {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		r := <-results
+		if r.AppliedTwice != 0 || r.Clock != set.Iterations {
+			t.Errorf("%s: clock %d, applied twice %d", r.Member, r.Clock, r.AppliedTwice)
+		}
+		held = append(held, r.Held)
+	}
+	for _, h := range held[1:] {
+		if h != held[0] {
+			t.Errorf("nodes hold %v updates; want the same everywhere", held)
+		}
+	}
+}

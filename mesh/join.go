@@ -1,0 +1,294 @@
+package mesh
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/sketchmesh/sketchmesh/node"
+	"github.com/sketchmesh/sketchmesh/wire"
+)
+
+// JoinProtocol is the libp2p protocol a joiner asks a member on: one
+// request, one reply, on one stream.
+const JoinProtocol = protocol.ID("/sketchmesh/join/1")
+
+// Limits of the join exchange.
+const (
+	maxJoinRequestBytes = 64 << 10
+	// MaxJoinReplyBytes bounds a reply, which carries the whole view.
+	MaxJoinReplyBytes = 1 << 30
+	joinVersion       = 1
+)
+
+// ErrRefused is wrapped by the error a joiner gets when the member it asked
+// refuses it (another mesh, conflicting settings).
+var ErrRefused = errors.New("join refused")
+
+// JoinRequest is what a joiner sends.
+type JoinRequest struct {
+	Mesh   string
+	Member string
+	// Settings are the joiner's settings; Explicit names those its user
+	// set, which must agree with the mesh's. The rest it takes from the
+	// mesh.
+	Settings node.Settings
+	Explicit []string
+	Addrs    []string
+}
+
+// PeerRecord is a member and where to reach it.
+type PeerRecord struct {
+	Member string
+	Addrs  []string
+}
+
+// JoinReply admits a joiner: the mesh's settings, its members, and the
+// snapshot the joiner starts from.
+type JoinReply struct {
+	Settings node.Settings
+	Members  []PeerRecord
+	Snapshot *node.Snapshot
+}
+
+func encodeJoinRequest(q JoinRequest) []byte {
+	w := wire.NewWriter()
+	w.Array(7)
+	w.Uint(joinVersion)
+	w.String("join")
+	w.String(q.Mesh)
+	w.String(q.Member)
+	q.Settings.WriteTo(w)
+	w.Strings(q.Explicit)
+	w.Strings(q.Addrs)
+	return w.Bytes()
+}
+
+func decodeJoinRequest(data []byte) (JoinRequest, error) {
+	var q JoinRequest
+	r := wire.NewReader(data)
+	if err := r.Fields("join request", 7); err != nil {
+		return q, err
+	}
+	if err := readHeader(r, "join"); err != nil {
+		return q, err
+	}
+	var err error
+	if q.Mesh, err = r.String("mesh", maxMemberBytes); err != nil {
+		return q, err
+	}
+	if q.Member, err = r.String("member", maxMemberBytes); err != nil {
+		return q, err
+	}
+	if _, err := PeerOf(q.Member); err != nil {
+		return q, err
+	}
+	if q.Settings, err = node.ReadSettings(r); err != nil {
+		return q, err
+	}
+	if q.Explicit, err = r.Strings("explicit settings", 32, 32); err != nil {
+		return q, err
+	}
+	if q.Addrs, err = r.Strings("addrs", maxAddrs, maxAddrBytes); err != nil {
+		return q, err
+	}
+	return q, r.End()
+}
+
+func readHeader(r *wire.Reader, kind string) error {
+	ver, err := r.Uint("version")
+	if err != nil {
+		return err
+	}
+	if ver != joinVersion {
+		return fmt.Errorf("%w: version %d, want %d", wire.ErrMalformed, ver, joinVersion)
+	}
+	k, err := r.String("kind", 16)
+	if err != nil {
+		return err
+	}
+	if k != kind {
+		return fmt.Errorf("%w: kind %q, want %q", wire.ErrMalformed, k, kind)
+	}
+	return nil
+}
+
+// encodeJoinReply writes a welcome, or a refusal when reason is not empty.
+func encodeJoinReply(p *JoinReply, reason string) []byte {
+	w := wire.NewWriter()
+	if reason != "" {
+		w.Array(3)
+		w.Uint(joinVersion)
+		w.String("refused")
+		w.String(reason)
+		return w.Bytes()
+	}
+	w.Array(5)
+	w.Uint(joinVersion)
+	w.String("welcome")
+	p.Settings.WriteTo(w)
+	w.Array(len(p.Members))
+	for _, m := range p.Members {
+		w.Array(2)
+		w.String(m.Member)
+		w.Strings(m.Addrs)
+	}
+	p.Snapshot.WriteTo(w)
+	return w.Bytes()
+}
+
+func decodeJoinReply(data []byte) (*JoinReply, error) {
+	r := wire.NewReader(data)
+	n, err := r.Array("join reply", 1)
+	if err != nil {
+		return nil, err
+	}
+	if n == 3 {
+		if err := readHeader(r, "refused"); err != nil {
+			return nil, err
+		}
+		reason, err := r.String("reason", 4096)
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
+	}
+	if n != 5 {
+		return nil, fmt.Errorf("%w: join reply has %d fields, want 3 or 5", wire.ErrMalformed, n)
+	}
+	if err := readHeader(r, "welcome"); err != nil {
+		return nil, err
+	}
+	p := &JoinReply{}
+	if p.Settings, err = node.ReadSettings(r); err != nil {
+		return nil, err
+	}
+	k, err := r.Array("members", 3)
+	if err != nil {
+		return nil, err
+	}
+	if k > node.MaxMembers {
+		return nil, fmt.Errorf("%w: %d members, limit %d", wire.ErrMalformed, k, node.MaxMembers)
+	}
+	p.Members = make([]PeerRecord, k)
+	for i := range p.Members {
+		if err := r.Fields("member", 2); err != nil {
+			return nil, err
+		}
+		if p.Members[i].Member, err = r.String("member", maxMemberBytes); err != nil {
+			return nil, err
+		}
+		if _, err := PeerOf(p.Members[i].Member); err != nil {
+			return nil, err
+		}
+		if p.Members[i].Addrs, err = r.Strings("addrs", maxAddrs, maxAddrBytes); err != nil {
+			return nil, err
+		}
+	}
+	if p.Snapshot, err = node.ReadSnapshot(r); err != nil {
+		return nil, err
+	}
+	return p, r.End()
+}
+
+// readLimited reads one length-prefixed message (the update protocol's
+// framing) of at most limit bytes, checking the length before allocating.
+func readLimited(r io.Reader, limit int) ([]byte, error) {
+	var hdr [lengthPrefix]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if uint64(n) > uint64(limit) {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, n, limit)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, fmt.Errorf("read %d-byte message: %w", n, err)
+	}
+	return buf, nil
+}
+
+// Join asks the member at addr (a full multiaddr with /p2p/) to admit the
+// node described by q, and returns what the mesh sends back.
+func Join(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest) (*JoinReply, error) {
+	info, err := peer.AddrInfoFromP2pAddr(addr)
+	if err != nil {
+		return nil, fmt.Errorf("join address %s: %w (it must end in /p2p/<peer id>)", addr, err)
+	}
+	if err := h.Connect(ctx, *info); err != nil {
+		return nil, fmt.Errorf("reach member at %s: %w", addr, err)
+	}
+	s, err := h.h.NewStream(ctx, info.ID, JoinProtocol)
+	if err != nil {
+		return nil, fmt.Errorf("open join stream to %s: %w", info.ID, err)
+	}
+	defer s.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(d)
+	}
+	if err := writeMessage(s, encodeJoinRequest(q)); err != nil {
+		return nil, fmt.Errorf("send join request to %s: %w", info.ID, err)
+	}
+	_ = s.CloseWrite()
+	data, err := readLimited(s, MaxJoinReplyBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read join reply from %s: %w", info.ID, err)
+	}
+	reply, err := decodeJoinReply(data)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", info.ID, err)
+	}
+	return reply, nil
+}
+
+// joinCall is a join request handed to the agent's loop, which owns the
+// node; the handler waits for the answer.
+type joinCall struct {
+	req   JoinRequest
+	reply chan []byte
+}
+
+// serveJoin handles one join stream: read, hand to the loop, answer.
+func (a *Agent) serveJoin(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(a.cfg.JoinTimeout))
+	data, err := readLimited(s, maxJoinRequestBytes)
+	if err != nil {
+		a.log.Warn("join request unreadable", "from", s.Conn().RemotePeer(), "err", err)
+		_ = s.Reset()
+		return
+	}
+	req, err := decodeJoinRequest(data)
+	if err == nil {
+		if p, _ := PeerOf(req.Member); p != s.Conn().RemotePeer() {
+			err = fmt.Errorf("member %s does not run on the requesting peer %s", req.Member, s.Conn().RemotePeer())
+		}
+	}
+	if err != nil {
+		a.log.Warn("join request refused", "from", s.Conn().RemotePeer(), "err", err)
+		_ = writeMessage(s, encodeJoinReply(nil, "bad join request: "+err.Error()))
+		return
+	}
+	call := joinCall{req: req, reply: make(chan []byte, 1)}
+	select {
+	case a.joins <- call:
+	case <-a.stopped:
+		return
+	}
+	select {
+	case out := <-call.reply:
+		if err := writeMessage(s, out); err != nil {
+			a.log.Warn("join reply not sent", "to", req.Member, "err", err)
+		}
+	case <-a.stopped:
+	}
+}

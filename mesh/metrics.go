@@ -1,0 +1,133 @@
+package mesh
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics exposes a running node to Prometheus under sketchmesh_* names.
+// The agent's loop copies its counters into it at each heartbeat; a scrape
+// reads that copy, so scrapes never touch the core.
+type Metrics struct {
+	reg *prometheus.Registry
+	mu  sync.Mutex
+	s   metricsSnapshot
+}
+
+type metricsSnapshot struct {
+	clock, staleness                     float64
+	blocked                              time.Duration
+	peers, members, live                 float64
+	bytesSent, bytesRecv                 float64
+	msgsSent, msgsRecv                   float64
+	ownFrames, relayed, applied          float64
+	frameBytes, pairs                    float64
+	testLoss, testAccuracy, trainingLoss float64
+	rejected                             map[string]uint64
+	resent, syncRequests                 float64
+	aloneSince                           float64
+}
+
+var (
+	descClock        = prometheus.NewDesc("sketchmesh_clock", "Iterations this node has completed.", nil, nil)
+	descStaleness    = prometheus.NewDesc("sketchmesh_staleness", "Largest staleness (iterations) observed at a read so far.", nil, nil)
+	descBlocked      = prometheus.NewDesc("sketchmesh_blocked_seconds_total", "Time spent waiting at the staleness gate, in seconds.", nil, nil)
+	descPeers        = prometheus.NewDesc("sketchmesh_peers", "libp2p peers this node holds a connection to.", nil, nil)
+	descMembers      = prometheus.NewDesc("sketchmesh_members", "Members of the mesh by state.", []string{"state"}, nil)
+	descBytes        = prometheus.NewDesc("sketchmesh_bytes_total", "Bytes on update streams, length prefixes included.", []string{"direction"}, nil)
+	descMessages     = prometheus.NewDesc("sketchmesh_messages_total", "Messages on update streams.", []string{"direction"}, nil)
+	descFrames       = prometheus.NewDesc("sketchmesh_frames_total", "Update frames handled, by kind: own (this node's updates, sent), relayed (forwarded for others), applied (in the view, own included), resent (answers to sync requests).", []string{"kind"}, nil)
+	descRatio        = prometheus.NewDesc("sketchmesh_compression_ratio", "Raw size (12 bytes per key/value pair) over encoded size of this node's own frames.", nil, nil)
+	descRejected     = prometheus.NewDesc("sketchmesh_frames_rejected_total", "Frames and messages refused, by reason.", []string{"reason"}, nil)
+	descSyncRequests = prometheus.NewDesc("sketchmesh_sync_requests_total", "Sync requests sent to fetch missing updates.", nil, nil)
+	descTestLoss     = prometheus.NewDesc("sketchmesh_test_loss", "Mean loss on the test set at the last evaluation.", nil, nil)
+	descTestAcc      = prometheus.NewDesc("sketchmesh_test_accuracy", "Accuracy (0..1) on the test set at the last evaluation.", nil, nil)
+	descTrainLoss    = prometheus.NewDesc("sketchmesh_training_loss", "Mean training loss of the last mini-batch.", nil, nil)
+	descAlone        = prometheus.NewDesc("sketchmesh_alone_seconds", "How long this node has had no live member besides itself (0 when it has).", nil, nil)
+)
+
+// NewMetrics returns metrics on a registry of their own (plus the Go and
+// process collectors).
+func NewMetrics() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(m, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descClock, descStaleness, descBlocked, descPeers, descMembers, descBytes, descMessages,
+		descFrames, descRatio, descRejected, descSyncRequests, descTestLoss, descTestAcc, descTrainLoss, descAlone} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	s := m.s
+	m.mu.Unlock()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descClock, s.clock)
+	gauge(descStaleness, s.staleness)
+	counter(descBlocked, s.blocked.Seconds())
+	gauge(descPeers, s.peers)
+	gauge(descMembers, s.live, "live")
+	gauge(descMembers, s.members-s.live, "down")
+	counter(descBytes, s.bytesSent, "sent")
+	counter(descBytes, s.bytesRecv, "received")
+	counter(descMessages, s.msgsSent, "sent")
+	counter(descMessages, s.msgsRecv, "received")
+	counter(descFrames, s.ownFrames, "own")
+	counter(descFrames, s.relayed, "relayed")
+	counter(descFrames, s.applied, "applied")
+	counter(descFrames, s.resent, "resent")
+	ratio := 0.0
+	if s.frameBytes > 0 {
+		ratio = 12 * s.pairs / s.frameBytes
+	}
+	gauge(descRatio, ratio)
+	for reason, v := range s.rejected {
+		counter(descRejected, float64(v), reason)
+	}
+	counter(descSyncRequests, s.syncRequests)
+	gauge(descTestLoss, s.testLoss)
+	gauge(descTestAcc, s.testAccuracy)
+	gauge(descTrainLoss, s.trainingLoss)
+	gauge(descAlone, s.aloneSince)
+}
+
+// observe copies the agent's counters; it runs on the agent's loop.
+func (m *Metrics) observe(a *Agent) {
+	st := a.n.Stats()
+	sy := a.n.SyncStats()
+	tr := a.cfg.Host.Traffic()
+	s := metricsSnapshot{
+		clock: float64(a.n.Clock()), staleness: float64(st.StalenessMax), blocked: a.blocked,
+		peers: float64(len(a.cfg.Host.h.Network().Peers())), members: float64(len(a.n.Members())), live: float64(len(a.n.Live())),
+		bytesSent: float64(tr.BytesSent), bytesRecv: float64(tr.BytesReceived),
+		msgsSent: float64(tr.MessagesSent), msgsRecv: float64(tr.MessagesReceived),
+		ownFrames: float64(st.FactorFramesSent + st.DeltaFramesSent), relayed: float64(st.UpdatesRelayed), applied: float64(st.UpdatesApplied),
+		frameBytes: float64(st.FrameBytes), pairs: float64(st.PairsEncoded),
+		testLoss: a.lastEval.loss, testAccuracy: a.lastEval.accuracy, trainingLoss: st.LastLoss,
+		rejected: st.Rejected, resent: float64(sy.UpdatesResent), syncRequests: float64(sy.RequestsSent),
+		aloneSince: a.alone().Seconds(),
+	}
+	m.mu.Lock()
+	m.s = s
+	m.mu.Unlock()
+}

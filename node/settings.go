@@ -1,0 +1,261 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/wire"
+)
+
+// Settings are the training hyper-parameters every member of a mesh must
+// share: two members that disagree on any of them would add up updates
+// that do not mean the same thing. A joiner takes them from the mesh.
+type Settings struct {
+	Model         model.Kind
+	MaxFeature    uint64    // the model's dimension D
+	Classes       []float64 // softmax label values, ascending
+	L2            float64
+	Optimizer     model.OptimizerKind
+	LearningRate  float64
+	Staleness     int
+	Codec         string
+	ErrorFeedback bool
+	Factors       FactorMode
+	// Iterations is where every member stops; 0 trains until stopped.
+	Iterations uint64
+}
+
+// Setting names, as Conflict reports them and as a joiner lists the
+// settings it was given explicitly. They match the command-line flags.
+const (
+	SettingModel         = "model"
+	SettingDimension     = "dim"
+	SettingClasses       = "classes"
+	SettingL2            = "l2"
+	SettingOptimizer     = "optimizer"
+	SettingLearningRate  = "lr"
+	SettingStaleness     = "staleness"
+	SettingCodec         = "codec"
+	SettingErrorFeedback = "error-feedback"
+	SettingFactors       = "sfb"
+	SettingIterations    = "iterations"
+)
+
+// SettingNames lists every setting name, in a fixed order.
+func SettingNames() []string {
+	return []string{SettingModel, SettingDimension, SettingClasses, SettingL2, SettingOptimizer,
+		SettingLearningRate, SettingStaleness, SettingCodec, SettingErrorFeedback, SettingFactors, SettingIterations}
+}
+
+// value returns the setting called name as text, for comparison and for
+// messages.
+func (s Settings) value(name string) string {
+	switch name {
+	case SettingModel:
+		return string(s.Model)
+	case SettingDimension:
+		return fmt.Sprint(s.MaxFeature)
+	case SettingClasses:
+		return fmt.Sprint(s.Classes)
+	case SettingL2:
+		return fmt.Sprint(s.L2)
+	case SettingOptimizer:
+		return string(s.Optimizer)
+	case SettingLearningRate:
+		return fmt.Sprint(s.LearningRate)
+	case SettingStaleness:
+		return fmt.Sprint(s.Staleness)
+	case SettingCodec:
+		return s.Codec
+	case SettingErrorFeedback:
+		return fmt.Sprint(s.ErrorFeedback)
+	case SettingFactors:
+		return string(s.Factors)
+	case SettingIterations:
+		return fmt.Sprint(s.Iterations)
+	}
+	return ""
+}
+
+// Conflict compares the settings a joiner was explicitly given (by name)
+// with the mesh's, and names the first that differs; nil when none does.
+func (s Settings) Conflict(mesh Settings, explicit []string) error {
+	for _, name := range SettingNames() {
+		if !slices.Contains(explicit, name) {
+			continue
+		}
+		if mine, theirs := s.value(name), mesh.value(name); mine != theirs {
+			return fmt.Errorf("setting %s differs: this node was given %s, the mesh trains with %s", name, mine, theirs)
+		}
+	}
+	return nil
+}
+
+// Build returns the model, optimizer and codec the settings describe.
+func (s Settings) Build() (*model.Model, model.Optimizer, codec.Codec, error) {
+	m, err := model.New(model.Config{Kind: s.Model, MaxFeature: s.MaxFeature, Classes: s.Classes, L2: s.L2})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opt, err := model.NewOptimizer(s.Optimizer, s.LearningRate, m.NumParams())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := codec.ByName(s.Codec)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if s.Staleness < 0 {
+		return nil, nil, nil, fmt.Errorf("staleness must be >= 0, got %d", s.Staleness)
+	}
+	return m, opt, c, nil
+}
+
+// Limits on what a peer may claim in settings and snapshots.
+const (
+	maxClasses   = 1 << 16
+	maxNameBytes = 64
+	// MaxMembers bounds the members a snapshot or a membership list may
+	// name.
+	MaxMembers = 1 << 16
+	// MaxParams bounds a snapshot's view: 2^27 float64 values, 1 GiB.
+	MaxParams = 1 << 27
+)
+
+// WriteTo appends the settings to w as one msgpack array.
+func (s Settings) WriteTo(w *wire.Writer) {
+	w.Array(11)
+	w.String(string(s.Model))
+	w.Uint(s.MaxFeature)
+	w.Floats(s.Classes)
+	w.Float(s.L2)
+	w.String(string(s.Optimizer))
+	w.Float(s.LearningRate)
+	w.Uint(uint64(s.Staleness))
+	w.String(s.Codec)
+	w.Bool(s.ErrorFeedback)
+	w.String(string(s.Factors))
+	w.Uint(s.Iterations)
+}
+
+// ReadSettings reads settings written by Settings.WriteTo.
+func ReadSettings(r *wire.Reader) (Settings, error) {
+	var s Settings
+	if err := r.Fields("settings", 11); err != nil {
+		return s, err
+	}
+	var err error
+	var str string
+	read := func(f func() error) {
+		if err == nil {
+			err = f()
+		}
+	}
+	read(func() error { str, err = r.String("model", maxNameBytes); s.Model = model.Kind(str); return err })
+	read(func() error { s.MaxFeature, err = r.Uint("dimension"); return err })
+	read(func() error { s.Classes, err = r.Floats("classes", maxClasses); return err })
+	read(func() error { s.L2, err = r.Float("l2"); return err })
+	read(func() error {
+		str, err = r.String("optimizer", maxNameBytes)
+		s.Optimizer = model.OptimizerKind(str)
+		return err
+	})
+	read(func() error { s.LearningRate, err = r.Float("learning rate"); return err })
+	read(func() error {
+		var v uint64
+		v, err = r.Uint("staleness")
+		if err == nil && v > math.MaxInt32 {
+			err = fmt.Errorf("%w: staleness %d", wire.ErrMalformed, v)
+		}
+		s.Staleness = int(v)
+		return err
+	})
+	read(func() error { s.Codec, err = r.String("codec", maxNameBytes); return err })
+	read(func() error { s.ErrorFeedback, err = r.Bool("error feedback"); return err })
+	read(func() error { str, err = r.String("factors", maxNameBytes); s.Factors = FactorMode(str); return err })
+	read(func() error { s.Iterations, err = r.Uint("iterations"); return err })
+	if len(s.Classes) == 0 {
+		s.Classes = nil
+	}
+	return s, err
+}
+
+// WriteTo appends the snapshot to w as one msgpack array; its pending
+// updates travel as one envelope.
+func (s *Snapshot) WriteTo(w *wire.Writer) {
+	w.Array(4)
+	w.Uint(s.Clock)
+	w.Floats(s.View)
+	w.Array(len(s.Members))
+	for _, m := range s.Members {
+		w.Array(4)
+		w.String(m.ID)
+		w.Bool(m.Live)
+		w.Uint(m.High)
+		w.Array(len(m.Ahead))
+		for _, c := range m.Ahead {
+			w.Uint(c)
+		}
+	}
+	w.Bin(EncodeEnvelope(s.Pending))
+}
+
+// ReadSnapshot reads a snapshot written by Snapshot.WriteTo. It checks the
+// shape only; Config.Start checks that it fits the model.
+func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
+	if err := r.Fields("snapshot", 4); err != nil {
+		return nil, err
+	}
+	s := &Snapshot{}
+	var err error
+	if s.Clock, err = r.Uint("snapshot clock"); err != nil {
+		return nil, err
+	}
+	if s.View, err = r.Floats("snapshot view", MaxParams); err != nil {
+		return nil, err
+	}
+	n, err := r.Array("snapshot members", 5)
+	if err != nil {
+		return nil, err
+	}
+	if n > MaxMembers {
+		return nil, fmt.Errorf("%w: snapshot names %d members, limit %d", wire.ErrMalformed, n, MaxMembers)
+	}
+	s.Members = make([]MemberEntry, n)
+	for i := range s.Members {
+		m := &s.Members[i]
+		if err := r.Fields("snapshot member", 4); err != nil {
+			return nil, err
+		}
+		if m.ID, err = r.String("member id", maxOriginBytes); err != nil {
+			return nil, err
+		}
+		if m.Live, err = r.Bool("member live"); err != nil {
+			return nil, err
+		}
+		if m.High, err = r.Uint("member entry"); err != nil {
+			return nil, err
+		}
+		k, err := r.Array("member gaps", 1)
+		if err != nil {
+			return nil, err
+		}
+		m.Ahead = make([]uint64, k)
+		for j := range m.Ahead {
+			if m.Ahead[j], err = r.Uint("member gap"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	env, err := r.Bytes("snapshot pending", MaxEnvelopeBytes)
+	if err != nil {
+		return nil, err
+	}
+	if s.Pending, err = DecodeEnvelope(env); err != nil {
+		return nil, fmt.Errorf("snapshot pending: %w", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,236 @@
+// Package wire reads and writes the msgpack shapes that sketchmesh puts on
+// the network and on disk (join requests and replies, membership
+// announcements, checkpoints), without reflection.
+//
+// It exists because msgpack's reflecting decoder trusts the lengths in its
+// input: a few hostile bytes that claim a huge array or map make it
+// allocate before it finds out the bytes are not there. A Reader checks
+// every declared length against the bytes that remain (and against the
+// caller's limit) before it allocates anything, so decoding costs at most a
+// small multiple of the input's size, and every error says which field was
+// wrong. Byte fields alias the input instead of copying it.
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("malformed message")
+
+// Reader decodes msgpack values from a byte slice with checked lengths.
+type Reader struct {
+	data []byte
+	r    *bytes.Reader
+	dec  *msgpack.Decoder
+}
+
+// NewReader reads from data.
+func NewReader(data []byte) *Reader {
+	r := bytes.NewReader(data)
+	return &Reader{data: data, r: r, dec: msgpack.NewDecoder(r)}
+}
+
+// Remaining is the number of bytes not yet read.
+func (r *Reader) Remaining() int { return r.r.Len() }
+
+// End fails if bytes remain after the last field.
+func (r *Reader) End() error {
+	if n := r.r.Len(); n != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrMalformed, n)
+	}
+	return nil
+}
+
+func (r *Reader) fail(what string, err error) error {
+	return fmt.Errorf("%w: %s: %v", ErrMalformed, what, err)
+}
+
+// Array reads an array header and checks its length against the bytes
+// that remain: each element takes at least minElem bytes (at least 1).
+func (r *Reader) Array(what string, minElem int) (int, error) {
+	n, err := r.dec.DecodeArrayLen()
+	if err != nil {
+		return 0, r.fail(what, err)
+	}
+	if n < 0 || n*max(minElem, 1) > r.r.Len() {
+		return 0, fmt.Errorf("%w: %s claims %d elements, %d bytes remain", ErrMalformed, what, n, r.r.Len())
+	}
+	return n, nil
+}
+
+// Fields reads an array header that must hold exactly n elements.
+func (r *Reader) Fields(what string, n int) error {
+	k, err := r.Array(what, 1)
+	if err != nil {
+		return err
+	}
+	if k != n {
+		return fmt.Errorf("%w: %s has %d fields, want %d", ErrMalformed, what, k, n)
+	}
+	return nil
+}
+
+// Bytes reads a str or bin value of at most limit bytes. The result
+// aliases the input.
+func (r *Reader) Bytes(what string, limit int) ([]byte, error) {
+	n, err := r.dec.DecodeBytesLen()
+	if err != nil {
+		return nil, r.fail(what, err)
+	}
+	if n < 0 || n > r.r.Len() || n > limit {
+		return nil, fmt.Errorf("%w: %s claims %d bytes, %d remain (limit %d)", ErrMalformed, what, n, r.r.Len(), limit)
+	}
+	start := len(r.data) - r.r.Len()
+	if _, err := r.r.Seek(int64(n), io.SeekCurrent); err != nil {
+		return nil, r.fail(what, err)
+	}
+	return r.data[start : start+n : start+n], nil
+}
+
+// String reads a str or bin value of at most limit bytes as a string.
+func (r *Reader) String(what string, limit int) (string, error) {
+	b, err := r.Bytes(what, limit)
+	return string(b), err
+}
+
+// Uint reads an unsigned integer.
+func (r *Reader) Uint(what string) (uint64, error) {
+	v, err := r.dec.DecodeUint64()
+	if err != nil {
+		return 0, r.fail(what, err)
+	}
+	return v, nil
+}
+
+// Int reads a signed integer.
+func (r *Reader) Int(what string) (int64, error) {
+	v, err := r.dec.DecodeInt64()
+	if err != nil {
+		return 0, r.fail(what, err)
+	}
+	return v, nil
+}
+
+// Bool reads a boolean.
+func (r *Reader) Bool(what string) (bool, error) {
+	v, err := r.dec.DecodeBool()
+	if err != nil {
+		return false, r.fail(what, err)
+	}
+	return v, nil
+}
+
+// Float reads a float64 and refuses NaN and infinities.
+func (r *Reader) Float(what string) (float64, error) {
+	v, err := r.dec.DecodeFloat64()
+	if err != nil {
+		return 0, r.fail(what, err)
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%w: %s is %v", ErrMalformed, what, v)
+	}
+	return v, nil
+}
+
+// Floats reads a vector of float64 carried as a bin of little-endian
+// values (see Writer.Floats), at most limit values, refusing NaN and
+// infinities.
+func (r *Reader) Floats(what string, limit int) ([]float64, error) {
+	b, err := r.Bytes(what, limit*8)
+	if err != nil {
+		return nil, err
+	}
+	if len(b)%8 != 0 {
+		return nil, fmt.Errorf("%w: %s holds %d bytes, not a whole number of float64", ErrMalformed, what, len(b))
+	}
+	out := make([]float64, len(b)/8)
+	for i := range out {
+		v := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%w: %s[%d] is %v", ErrMalformed, what, i, v)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// Strings reads an array of at most limit strings of at most each bytes.
+func (r *Reader) Strings(what string, limit, each int) ([]string, error) {
+	n, err := r.Array(what, 1)
+	if err != nil {
+		return nil, err
+	}
+	if n > limit {
+		return nil, fmt.Errorf("%w: %s has %d entries, limit %d", ErrMalformed, what, n, limit)
+	}
+	out := make([]string, n)
+	for i := range out {
+		if out[i], err = r.String(fmt.Sprintf("%s[%d]", what, i), each); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Writer encodes msgpack values into a buffer. Writes to memory cannot
+// fail, so its methods return nothing.
+type Writer struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+// NewWriter returns an empty writer.
+func NewWriter() *Writer {
+	w := &Writer{}
+	w.enc = msgpack.NewEncoder(&w.buf)
+	return w
+}
+
+// Bytes returns what was written.
+func (w *Writer) Bytes() []byte { return w.buf.Bytes() }
+
+// Array writes an array header of n elements.
+func (w *Writer) Array(n int) { _ = w.enc.EncodeArrayLen(n) }
+
+// Bin writes a bin value.
+func (w *Writer) Bin(b []byte) { _ = w.enc.EncodeBytes(b) }
+
+// String writes a str value.
+func (w *Writer) String(s string) { _ = w.enc.EncodeString(s) }
+
+// Uint writes an unsigned integer.
+func (w *Writer) Uint(v uint64) { _ = w.enc.EncodeUint(v) }
+
+// Int writes a signed integer.
+func (w *Writer) Int(v int64) { _ = w.enc.EncodeInt(v) }
+
+// Bool writes a boolean.
+func (w *Writer) Bool(v bool) { _ = w.enc.EncodeBool(v) }
+
+// Float writes a float64.
+func (w *Writer) Float(v float64) { _ = w.enc.EncodeFloat64(v) }
+
+// Floats writes a float64 vector as one bin of little-endian values.
+func (w *Writer) Floats(v []float64) {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	w.Bin(b)
+}
+
+// Strings writes an array of strings.
+func (w *Writer) Strings(v []string) {
+	w.Array(len(v))
+	for _, s := range v {
+		w.String(s)
+	}
+}
