@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
@@ -56,6 +57,18 @@ type HostConfig struct {
 	Logger *slog.Logger
 	// Shape, when set, emulates a WAN link to each peer (see LinkShape).
 	Shape func(to string) LinkShape
+	// PSK, when set, makes the host a member of a private network: every
+	// connection is encrypted with this 32-byte pre-shared key (LoadPSK),
+	// and peers without it cannot connect. Private networks run over TCP
+	// only (go-libp2p's QUIC transport does not support them).
+	PSK pnet.PSK
+	// Allow, when set, admits only the peers on the list, in both
+	// directions (see AllowList); nil admits any peer.
+	Allow *AllowList
+	// Limits bound what peers can make the host spend (resource manager,
+	// message size, per-peer rate of update messages); zero fields take
+	// their defaults (DefaultLimits).
+	Limits Limits
 }
 
 // LinkShape is an emulated link: each message waits for the link to be free,
@@ -86,6 +99,17 @@ type TrafficStats struct {
 	MessagesReceived uint64
 	SendFailures     uint64
 	BadStreams       uint64
+	// Oversized counts messages refused for a length prefix above
+	// Limits.MaxMessageBytes, Truncated those whose stream ended inside
+	// them; each also resets its stream and counts in BadStreams.
+	Oversized uint64
+	Truncated uint64
+	// Throttled counts messages held back by the per-peer rate limit, and
+	// ThrottledSeconds the time they were held in all.
+	Throttled        uint64
+	ThrottledSeconds float64
+	// Panics counts stream handlers that panicked (and were recovered).
+	Panics uint64
 }
 
 // Host is a libp2p host speaking the update protocol.
@@ -94,6 +118,11 @@ type Host struct {
 	log   *slog.Logger
 	inbox chan Inbound
 	shape func(to string) LinkShape
+	// maxMessage bounds an inbound message; rate limits each peer's.
+	maxMessage int
+	rate       *rateLimiter
+	// rcmgr is the resource manager NewHost made, closed with the host.
+	rcmgr network.ResourceManager
 
 	mu      sync.Mutex
 	senders map[peer.ID]*sender
@@ -103,11 +132,20 @@ type Host struct {
 	shutdown chan struct{}
 
 	bytesSent, msgsSent, bytesRecv, msgsRecv, sendFailures, badStreams atomic.Uint64
+	oversized, truncated, throttled, throttledNanos, panics            atomic.Uint64
 }
 
 // NewHost starts a libp2p host with TCP, Noise and yamux that listens on
-// cfg.ListenAddrs and serves the update protocol.
+// cfg.ListenAddrs and serves the update protocol, within cfg.Limits, in the
+// private network of cfg.PSK and admitting only cfg.Allow when they are set.
 func NewHost(cfg HostConfig) (*Host, error) {
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	limits := cfg.Limits.withDefaults()
+	if cfg.PSK != nil && len(cfg.PSK) != 32 {
+		return nil, fmt.Errorf("%w: %d bytes, want 32", ErrBadPSK, len(cfg.PSK))
+	}
 	key := cfg.Key
 	if key == nil {
 		var err error
@@ -120,7 +158,11 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	h, err := libp2p.New(
+	mgr, err := limits.resourceManager()
+	if err != nil {
+		return nil, err
+	}
+	opts := []libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(cfg.ListenAddrs...),
 		libp2p.Transport(tcp.NewTCPTransport),
@@ -128,31 +170,50 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.DisableRelay(),
 		libp2p.DisableMetrics(),
-	)
+		libp2p.ResourceManager(mgr),
+	}
+	if cfg.PSK != nil {
+		opts = append(opts, libp2p.PrivateNetwork(cfg.PSK))
+	}
+	if cfg.Allow != nil {
+		opts = append(opts, libp2p.ConnectionGater(cfg.Allow))
+	}
+	h, err := libp2p.New(opts...)
 	if err != nil {
+		_ = mgr.Close()
 		return nil, fmt.Errorf("start libp2p host on %v: %w", cfg.ListenAddrs, err)
 	}
-	mh := newHost(h, logger)
+	mh := newHost(h, logger, limits)
 	mh.shape = cfg.Shape
+	mh.rcmgr = mgr
+	if cfg.PSK != nil {
+		mh.log.Info("private network: connections need the pre-shared key; TCP only (go-libp2p's QUIC does not support private networks)")
+	}
+	if cfg.Allow != nil {
+		mh.log.Info("allow list: only listed peers may connect")
+	}
 	return mh, nil
 }
 
 // Wrap serves the update protocol on an existing libp2p host, such as one
-// on an emulated network.
+// on an emulated network, with the default message size and rate limits
+// (the host's own resource manager, gater and network stay as they are).
 func Wrap(h host.Host, logger *slog.Logger) *Host {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return newHost(h, logger)
+	return newHost(h, logger, DefaultLimits())
 }
 
-func newHost(h host.Host, logger *slog.Logger) *Host {
+func newHost(h host.Host, logger *slog.Logger, limits Limits) *Host {
 	mh := &Host{
-		h:        h,
-		log:      logger.With("peer", shortID(h.ID())),
-		inbox:    make(chan Inbound, 1024),
-		senders:  map[peer.ID]*sender{},
-		shutdown: make(chan struct{}),
+		h:          h,
+		log:        logger.With("peer", shortID(h.ID())),
+		inbox:      make(chan Inbound, 1024),
+		senders:    map[peer.ID]*sender{},
+		shutdown:   make(chan struct{}),
+		maxMessage: limits.MaxMessageBytes,
+		rate:       newRateLimiter(limits),
 	}
 	h.SetStreamHandler(UpdateProtocol, mh.handleStream)
 	return mh
@@ -194,6 +255,11 @@ func (m *Host) Traffic() TrafficStats {
 		MessagesReceived: m.msgsRecv.Load(),
 		SendFailures:     m.sendFailures.Load(),
 		BadStreams:       m.badStreams.Load(),
+		Oversized:        m.oversized.Load(),
+		Truncated:        m.truncated.Load(),
+		Throttled:        m.throttled.Load(),
+		ThrottledSeconds: time.Duration(m.throttledNanos.Load()).Seconds(),
+		Panics:           m.panics.Load(),
 	}
 }
 
@@ -261,17 +327,37 @@ func (m *Host) Close() error {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
-	return m.h.Close()
+	err := m.h.Close()
+	if m.rcmgr != nil {
+		if cerr := m.rcmgr.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 func (m *Host) handleStream(s network.Stream) {
 	from := s.Conn().RemotePeer()
+	defer func() {
+		// A bug reached by a peer's bytes must not take the node down.
+		if p := recover(); p != nil {
+			m.panics.Add(1)
+			m.log.Error("update stream handler panicked", "from", shortID(from), "panic", p)
+			_ = s.Reset()
+		}
+	}()
 	r := bufio.NewReader(s)
 	for {
-		data, err := readMessage(r)
+		data, err := readMessageMax(r, m.maxMessage)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				m.badStreams.Add(1)
+				switch {
+				case errors.Is(err, errTooLarge):
+					m.oversized.Add(1)
+				case errors.Is(err, io.ErrUnexpectedEOF):
+					m.truncated.Add(1)
+				}
 				m.log.Debug("update stream closed", "from", shortID(from), "err", err)
 				_ = s.Reset()
 				return
@@ -281,6 +367,18 @@ func (m *Host) handleStream(s network.Stream) {
 		}
 		m.bytesRecv.Add(uint64(len(data) + lengthPrefix))
 		m.msgsRecv.Add(1)
+		if wait := m.rate.delay(from, len(data)+lengthPrefix, time.Now()); wait > 0 {
+			m.throttled.Add(1)
+			m.throttledNanos.Add(uint64(wait))
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-m.shutdown:
+				t.Stop()
+				_ = s.Reset()
+				return
+			}
+		}
 		select {
 		case m.inbox <- Inbound{From: from.String(), Data: data}:
 		case <-m.shutdown:
@@ -293,20 +391,39 @@ func (m *Host) handleStream(s network.Stream) {
 // errTooLarge is returned for a message length above the envelope limit.
 var errTooLarge = errors.New("message too large")
 
-// readMessage reads one length-prefixed message, checking the length before
-// it allocates.
+// readMessage reads one length-prefixed message of at most
+// node.MaxEnvelopeBytes (see readMessageMax).
 func readMessage(r io.Reader) ([]byte, error) {
+	return readMessageMax(r, node.MaxEnvelopeBytes)
+}
+
+// firstChunk is the most readMessageMax allocates before bytes arrive.
+const firstChunk = 64 << 10
+
+// readMessageMax reads one length-prefixed message, checking the length
+// against limit before it reads on. Its buffer grows with the bytes that
+// actually arrive (doubling from 64 KiB, never past the declared length),
+// so a peer that declares a large message and sends little of it costs
+// little memory.
+func readMessageMax(r io.Reader, limit int) ([]byte, error) {
 	var hdr [lengthPrefix]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > node.MaxEnvelopeBytes {
-		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, n, node.MaxEnvelopeBytes)
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n > limit {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, n, limit)
 	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(r, data); err != nil {
-		return nil, fmt.Errorf("read %d-byte message: %w", n, io.ErrUnexpectedEOF)
+	data := make([]byte, 0, min(n, firstChunk))
+	for len(data) < n {
+		if len(data) == cap(data) {
+			data = append(make([]byte, 0, min(n, 2*cap(data))), data...)
+		}
+		k, err := io.ReadFull(r, data[len(data):min(n, cap(data))])
+		data = data[:len(data)+k]
+		if err != nil {
+			return nil, fmt.Errorf("read %d-byte message: %d bytes arrived: %w", n, len(data), io.ErrUnexpectedEOF)
+		}
 	}
 	return data, nil
 }
