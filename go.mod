@@ -8,6 +8,7 @@ require (
 	github.com/multiformats/go-multiaddr v0.16.1
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 	gonum.org/v1/plot v0.17.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
