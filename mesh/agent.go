@@ -61,6 +61,9 @@ type AgentConfig struct {
 	EvalEvery uint64
 	// Progress is how often a progress line is logged. Default 5 s.
 	Progress time.Duration
+	// MinIteration pads iterations to at least this wall time, for demos
+	// and tests that need a run to last; 0 trains as fast as it can.
+	MinIteration time.Duration
 	// Metrics, when set, is kept up to date.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -160,7 +163,8 @@ type Agent struct {
 		loss     float64
 		accuracy float64
 	}
-	blocked time.Duration
+	blocked  time.Duration
+	psCancel context.CancelFunc
 	// aloneFrom is when the node last found itself the only live member;
 	// zero while it has company.
 	aloneFrom, aloneWarned time.Time
@@ -192,7 +196,11 @@ func NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		return nil, fmt.Errorf("agent: member %s does not run on host %s", a.self, cfg.Host.h.ID())
 	}
 	topicName := TopicName(cfg.Mesh)
-	ps, err := pubsub.NewGossipSub(ctx, cfg.Host.h,
+	// GossipSub outlives a stop request long enough to carry the leave
+	// notice; Run ends it.
+	psCtx, psCancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.psCancel = psCancel
+	ps, err := pubsub.NewGossipSub(psCtx, cfg.Host.h,
 		pubsub.WithPeerScore(scoreParams(topicName), scoreThresholds()),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithPeerOutboundQueueSize(256),
@@ -200,6 +208,7 @@ func NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		pubsub.WithMaxMessageSize(maxAnnounceBytes+1024),
 	)
 	if err != nil {
+		psCancel()
 		return nil, fmt.Errorf("start gossipsub: %w", err)
 	}
 	if err := ps.RegisterTopicValidator(topicName, validateAnnouncement); err != nil {
@@ -219,6 +228,13 @@ func NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		}
 		a.learnAddrs(p.Member, p.Addrs)
 		a.track(p.Member, 0, now)
+	}
+	// This node's own earlier incarnations are gone, whatever the snapshot
+	// it started from says.
+	for _, m := range a.n.Members() {
+		if p, err := PeerOf(m); err == nil && p == selfPeer && m != a.self {
+			a.n.PeerDown(m)
+		}
 	}
 	cfg.Host.h.SetStreamHandler(JoinProtocol, a.serveJoin)
 	return a, nil
@@ -345,6 +361,7 @@ func (a *Agent) addrStrings() []string {
 func (a *Agent) Run(ctx context.Context) (Result, error) {
 	start := time.Now()
 	defer close(a.stopped)
+	defer a.psCancel()
 	go a.listen(ctx)
 	a.rebuildOverlay()
 	a.announce(AnnounceHello)
@@ -412,7 +429,8 @@ func (a *Agent) Run(ctx context.Context) (Result, error) {
 		if ctx.Err() != nil {
 			return a.finish(ctx, start, true)
 		}
-		if a.n.CanTrain() && len(a.n.Live()) >= a.cfg.MinMembers {
+		paced := a.cfg.MinIteration > 0 && now.Sub(a.lastTrain) < a.cfg.MinIteration
+		if !paced && a.n.CanTrain() && len(a.n.Live()) >= a.cfg.MinMembers {
 			if !blockedSince.IsZero() {
 				a.blocked += now.Sub(blockedSince)
 				blockedSince = time.Time{}
@@ -422,7 +440,12 @@ func (a *Agent) Run(ctx context.Context) (Result, error) {
 			}
 			continue
 		}
-		if blockedSince.IsZero() {
+		var pace *time.Timer
+		var paceC <-chan time.Time
+		if paced && a.n.CanTrain() {
+			pace = time.NewTimer(a.cfg.MinIteration - now.Sub(a.lastTrain))
+			paceC = pace.C
+		} else if blockedSince.IsZero() {
 			blockedSince = now
 		}
 		// Stuck at the gate for a while: ask the members holding it back.
@@ -438,7 +461,11 @@ func (a *Agent) Run(ctx context.Context) (Result, error) {
 		case call := <-a.joins:
 			call.reply <- a.admit(call.req)
 		case <-tick.C:
+		case <-paceC:
 		case <-ctx.Done():
+		}
+		if pace != nil {
+			pace.Stop()
 		}
 	}
 }
@@ -612,6 +639,10 @@ func (a *Agent) onAnnouncement(h heard) {
 			a.retire(an.Member)
 			a.rebuildOverlay()
 		}
+		if newest := a.byPeer[ps.peer]; newest != an.Member {
+			// A late word from an incarnation its peer has replaced.
+			return
+		}
 		if an.Kind == AnnounceHello {
 			ps.lastHeard = now
 			ps.clock, ps.round = an.Clock, an.Round
@@ -636,7 +667,9 @@ func (a *Agent) retire(member string) {
 			a.log.Info("member replaced by a new incarnation", "old", shortMember(m), "new", shortMember(member))
 		}
 	}
-	a.byPeer[p] = member
+	if _, known := a.peers[member]; known {
+		a.byPeer[p] = member
+	}
 }
 
 // deadAfter is how long a member may stay silent: the floor, or ten of the
@@ -680,8 +713,12 @@ func (a *Agent) checkAlone(now time.Time) {
 	if a.aloneFrom.IsZero() {
 		a.aloneFrom = now
 	}
-	if d := now.Sub(a.aloneFrom); d >= a.cfg.DeadAfter && now.Sub(a.aloneWarned) >= a.cfg.DeadAfter {
-		a.log.Warn("no live peers: this node trains alone", "for", d.Round(time.Second), "clock", a.n.Clock())
+	if d := now.Sub(a.aloneFrom); d >= a.cfg.DeadAfter && now.Sub(a.aloneWarned) >= 4*a.cfg.DeadAfter {
+		msg := "no live peers: this node trains alone"
+		if a.cfg.MinMembers > 1 {
+			msg = fmt.Sprintf("no live peers: waiting for %d members before training", a.cfg.MinMembers)
+		}
+		a.log.Warn(msg, "for", d.Round(time.Second), "clock", a.n.Clock())
 		a.aloneWarned = now
 	}
 }
@@ -718,12 +755,15 @@ func (a *Agent) admit(q JoinRequest) []byte {
 	if ps, ok := a.peers[q.Member]; ok && ps.left {
 		return encodeJoinReply(nil, fmt.Sprintf("member %s left the mesh; a restarted node joins as a new incarnation", q.Member))
 	}
+	// An earlier incarnation of the joiner's peer is gone: take it out of
+	// the live set before the snapshot, so the joiner does not wait for it.
+	a.retire(q.Member)
 	snap := a.n.Snapshot()
 	a.learnAddrs(q.Member, q.Addrs)
 	if _, known := a.peers[q.Member]; !known {
 		a.track(q.Member, snap.Clock, time.Now())
 		a.n.AddMember(q.Member, snap.Clock)
-		a.retire(q.Member)
+		a.byPeer[a.peers[q.Member].peer] = q.Member
 		a.rebuildOverlay()
 	}
 	a.publish(Announcement{Kind: AnnounceAdmit, Member: q.Member, Entry: snap.Clock, Clock: snap.Clock, Addrs: q.Addrs})

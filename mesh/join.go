@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -88,8 +87,8 @@ func decodeJoinRequest(data []byte) (JoinRequest, error) {
 	if q.Member, err = r.String("member", maxMemberBytes); err != nil {
 		return q, err
 	}
-	if _, err := PeerOf(q.Member); err != nil {
-		return q, err
+	if err := checkMember(q.Member); err != nil {
+		return q, fmt.Errorf("%w: %w", wire.ErrMalformed, err)
 	}
 	if q.Settings, err = node.ReadSettings(r); err != nil {
 		return q, err
@@ -159,6 +158,9 @@ func decodeJoinReply(data []byte) (*JoinReply, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := r.End(); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
 	}
 	if n != 5 {
@@ -186,8 +188,8 @@ func decodeJoinReply(data []byte) (*JoinReply, error) {
 		if p.Members[i].Member, err = r.String("member", maxMemberBytes); err != nil {
 			return nil, err
 		}
-		if _, err := PeerOf(p.Members[i].Member); err != nil {
-			return nil, err
+		if err := checkMember(p.Members[i].Member); err != nil {
+			return nil, fmt.Errorf("%w: %w", wire.ErrMalformed, err)
 		}
 		if p.Members[i].Addrs, err = r.Strings("addrs", maxAddrs, maxAddrBytes); err != nil {
 			return nil, err
@@ -200,21 +202,12 @@ func decodeJoinReply(data []byte) (*JoinReply, error) {
 }
 
 // readLimited reads one length-prefixed message (the update protocol's
-// framing) of at most limit bytes, checking the length before allocating.
+// framing) of at most limit bytes. It checks the length before it reads on,
+// and its buffer grows with the bytes that arrive (see readMessageMax): a
+// reply may be a GiB long, and a peer that only claims one must not cost
+// that much memory.
 func readLimited(r io.Reader, limit int) ([]byte, error) {
-	var hdr [lengthPrefix]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if uint64(n) > uint64(limit) {
-		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, n, limit)
-	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, fmt.Errorf("read %d-byte message: %w", n, err)
-	}
-	return buf, nil
+	return readMessageMax(r, limit)
 }
 
 // Join asks the member at addr (a full multiaddr with /p2p/) to admit the

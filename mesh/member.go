@@ -23,12 +23,24 @@ func MemberID(p peer.ID, incarnation uint64) string {
 // PeerOf returns the peer id a member id runs on. A bare peer id (as the
 // testnet uses) is its own member id.
 func PeerOf(member string) (peer.ID, error) {
-	id, _, _ := strings.Cut(member, "/")
-	p, err := peer.Decode(id)
+	p, _, err := MemberPeer(member)
+	return p, err
+}
+
+// checkMember checks a member id read from the network: it must be written
+// as MemberID writes one, a peer id in its canonical text form, then
+// optionally "/" and a canonical decimal incarnation. A peer id has several
+// text forms and an incarnation several spellings, so anything else would
+// be a second name for one member, or a member id MemberPeer refuses.
+func checkMember(member string) error {
+	p, _, err := MemberPeer(member)
 	if err != nil {
-		return "", fmt.Errorf("member %q: %w", member, err)
+		return err
 	}
-	return p, nil
+	if id, _, _ := strings.Cut(member, "/"); id != p.String() {
+		return fmt.Errorf("member id %q: the peer id is not in its canonical form %s", member, p)
+	}
+	return nil
 }
 
 // Announcement kinds on the membership topic.
@@ -120,7 +132,7 @@ func decodeAnnouncement(data []byte) (Announcement, error) {
 	if a.Member, err = r.String("member", maxMemberBytes); err != nil {
 		return a, err
 	}
-	if _, err := PeerOf(a.Member); err != nil {
+	if err := checkMember(a.Member); err != nil {
 		return a, err
 	}
 	if a.Entry, err = r.Uint("entry"); err != nil {

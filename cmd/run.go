@@ -1,0 +1,591 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/sketchmesh/sketchmesh/checkpoint"
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/mesh"
+	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/node"
+	"github.com/sketchmesh/sketchmesh/testnet"
+)
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// runFlags are the flags of the run command.
+type runFlags struct {
+	config          string
+	data, testData  string
+	shard           string
+	listen, join    listFlag
+	mesh            string
+	model           string
+	optimizer       string
+	lr, l2          float64
+	dim             uint64
+	codec           string
+	errorFeedback   bool
+	sfb             string
+	staleness       int
+	iterations      uint64
+	batch           float64
+	seed            uint64
+	topology        string
+	key             string
+	checkpointDir   string
+	checkpointEvery uint64
+	metrics         string
+	psk             string
+	allow           string
+	deadAfter       time.Duration
+	heartbeat       time.Duration
+	waitMembers     int
+	evalEvery       uint64
+	relayWindow     time.Duration
+	minIteration    time.Duration
+	progress        time.Duration
+	logFormat       string
+	logLevel        string
+	json            bool
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "", "YAML file of flag values (keys are flag names); flags given on the command line win")
+	fs.StringVar(&f.data, "data", "", "this node's training data: a LIBSVM file (plain or .gz) or a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+")")
+	fs.StringVar(&f.testData, "test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
+	fs.StringVar(&f.shard, "shard", "", "train on one part of --data: i/n takes the i-th of n equal parts (1-based), e.g. 2/3")
+	fs.Var(&f.listen, "listen", "multiaddr to listen on, repeatable (default /ip4/0.0.0.0/tcp/4001)")
+	fs.Var(&f.join, "join", "multiaddr of a mesh member to join through, ending in /p2p/<peer id>; repeatable, tried in order (none: found a new mesh)")
+	fs.StringVar(&f.mesh, "mesh", "sketchmesh", "mesh name: members of other meshes are refused")
+	fs.StringVar(&f.model, "model", "lr", "model: lr, svm, linear or softmax (a joiner takes the mesh's)")
+	fs.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: sgd or adam (a joiner takes the mesh's)")
+	fs.Float64Var(&f.lr, "lr", 0.02, "learning rate > 0 (a joiner takes the mesh's)")
+	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength >= 0 (a joiner takes the mesh's)")
+	fs.Uint64Var(&f.dim, "dim", 0, "model dimension: the largest feature id with a weight (0 = the largest in --data; a joiner takes the mesh's)")
+	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+" (a joiner takes the mesh's)")
+	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update (a joiner takes the mesh's)")
+	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always (a joiner takes the mesh's)")
+	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound in iterations, 0 = bulk-synchronous (a joiner takes the mesh's)")
+	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped (a joiner takes the mesh's)")
+	fs.Float64Var(&f.batch, "batch", 0.1, "mini-batch: a fraction of this node's data when below 1, else a row count")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed for mini-batch sampling and the held-out test split")
+	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links, relayed) or full")
+	fs.StringVar(&f.key, "key", "", "file holding this node's libp2p key, created (mode 0600) if absent; keeps the peer id across restarts (default: a fresh key each start)")
+	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "directory for checkpoints; a node started with a checkpoint there resumes from it and rejoins")
+	fs.Uint64Var(&f.checkpointEvery, "checkpoint-every", 10, "iterations between checkpoints (they are also written at exit)")
+	fs.StringVar(&f.psk, "psk", "", "file holding the mesh's pre-shared key: only peers with the same key can connect (TCP only: QUIC has no private networks)")
+	fs.StringVar(&f.allow, "allow", "", "admit only these peers: peer ids separated by commas, or @FILE for a file of them, one per line")
+	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at this host:port, e.g. 127.0.0.1:9090 (path /metrics)")
+	fs.DurationVar(&f.deadAfter, "dead-after", 5*time.Second, "floor of the silence after which a member is declared dead; the timeout grows to 10 of the mesh's slowest rounds")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often the node announces itself on the membership topic")
+	fs.IntVar(&f.waitMembers, "wait-members", 1, "do not train until this many members (this one included) are live")
+	fs.Uint64Var(&f.evalEvery, "eval-every", 10, "iterations between test-set evaluations (0 = only at the end)")
+	fs.DurationVar(&f.relayWindow, "relay-window", time.Millisecond, "how long a relay collects arrivals before forwarding them in one message per next hop")
+	fs.DurationVar(&f.minIteration, "min-iteration-time", 0, "pad each iteration to at least this wall time, e.g. 20ms, so a demo or a test lasts long enough to watch (0 = as fast as it can)")
+	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often a progress line is logged")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
+}
+
+// meshSettings are the settings named by node.SettingNames that a joiner
+// may give explicitly; the flag names match.
+func (f *runFlags) settings(maxFeature uint64, classes []float64) node.Settings {
+	return node.Settings{
+		Model: model.Kind(f.model), MaxFeature: maxFeature, Classes: classes, L2: f.l2,
+		Optimizer: model.OptimizerKind(f.optimizer), LearningRate: f.lr, Staleness: f.staleness,
+		Codec: f.codec, ErrorFeedback: f.errorFeedback, Factors: node.FactorMode(f.sfb), Iterations: f.iterations,
+	}
+}
+
+// runReport is the run command's final JSON.
+type runReport struct {
+	Member           string            `json:"member"`
+	Peer             string            `json:"peer"`
+	Clock            uint64            `json:"clock"`
+	TestAccuracy     float64           `json:"test_accuracy"`
+	TestLoss         float64           `json:"test_loss"`
+	Members          int               `json:"members"`
+	Live             int               `json:"live"`
+	UpdatesFromStart uint64            `json:"updates_from_snapshot"`
+	UpdatesApplied   uint64            `json:"updates_applied"`
+	UpdatesHeld      uint64            `json:"updates_held"`
+	AppliedTwice     uint64            `json:"applied_twice"`
+	Rejected         map[string]uint64 `json:"rejected"`
+	BlockedSeconds   float64           `json:"blocked_seconds"`
+	WallSeconds      float64           `json:"wall_seconds"`
+	Stopped          bool              `json:"stopped"`
+	Resumed          bool              `json:"resumed_from_checkpoint"`
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var f runFlags
+	f.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sketchmesh run --data FILE [--join MULTIADDR]... [flags]\n\nRuns one long-lived node: it founds a mesh, or joins one through any member's multiaddr, trains on its own data and trades updates with the mesh until its iterations are done or it is stopped (SIGINT/SIGTERM: it leaves with notice).\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if f.config != "" {
+		if err := applyConfigFile(fs, f.config); err != nil {
+			return usageError{err}
+		}
+	}
+	explicit := explicitSettings(fs)
+	logger, err := runLogger(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	joinAddrs, err := parseJoin(f.join)
+	if err != nil {
+		return err
+	}
+	key, err := f.identity(logger)
+	if err != nil {
+		return err
+	}
+	saved, err := f.loadCheckpoint(key)
+	if err != nil {
+		return err
+	}
+	train, test, err := loadData(f.data, f.testData, f.seed)
+	if err != nil {
+		return err
+	}
+	if train, err = takeShard(train, f.shard); err != nil {
+		return err
+	}
+
+	listen := []string(f.listen)
+	if len(listen) == 0 {
+		listen = []string{"/ip4/0.0.0.0/tcp/4001"}
+	}
+	hostCfg := mesh.HostConfig{ListenAddrs: listen, Key: key, Logger: logger}
+	if err := f.privacy(&hostCfg, logger); err != nil {
+		return err
+	}
+	host, err := mesh.NewHost(hostCfg)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	// Unix milliseconds make each start a new incarnation, later than any
+	// before it on this peer.
+	self := mesh.MemberID(host.Libp2p().ID(), uint64(time.Now().UnixMilli()))
+	fmt.Fprintf(stdout, "peer id: %s\nmember: %s\n", host.ID(), self)
+	for _, a := range host.Addrs() {
+		fmt.Fprintf(stdout, "listening: %s\n", a)
+	}
+
+	// The founder's settings come from its flags (or its checkpoint); a
+	// joiner's from the mesh.
+	settings, err := f.founderSettings(train, saved)
+	if err != nil {
+		return err
+	}
+	var reply *mesh.JoinReply
+	if len(joinAddrs) > 0 {
+		reply, err = joinAny(ctx, host, joinAddrs, mesh.JoinRequest{
+			Mesh: f.mesh, Member: self, Settings: settings, Explicit: explicit, Addrs: addrStrings(host),
+		}, logger)
+		if err != nil {
+			return err
+		}
+		settings = reply.Settings
+	}
+	if saved != nil && saved.Settings.Conflict(settings, node.SettingNames()) != nil {
+		return fmt.Errorf("checkpoint in %s was written for other settings: %w", f.checkpointDir, saved.Settings.Conflict(settings, node.SettingNames()))
+	}
+	auth, err := mesh.NewKeyAuthenticator(f.mesh, self, key)
+	if err != nil {
+		return err
+	}
+	core, err := f.newCore(self, settings, train, reply, saved, auth)
+	if err != nil {
+		return err
+	}
+	var metrics *mesh.Metrics
+	if f.metrics != "" {
+		metrics = mesh.NewMetrics()
+		stopMetrics, err := serveMetrics(f.metrics, metrics, logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	var peers []mesh.PeerRecord
+	if reply != nil {
+		peers = reply.Members
+	}
+	agentCfg := mesh.AgentConfig{
+		Mesh: f.mesh, Host: host, Node: core, Settings: settings, Peers: peers, MinMembers: f.waitMembers,
+		Topology: f.topology, Heartbeat: f.heartbeat, DeadAfter: f.deadAfter, RelayWindow: f.relayWindow,
+		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.evalEvery, Metrics: metrics, Logger: logger,
+		MinIteration: f.minIteration, Progress: f.progress,
+	}
+	if f.checkpointDir != "" {
+		agentCfg.Checkpoint = func(n *node.Syncer) error { return saveCheckpoint(f.checkpointDir, f.mesh, settings, n) }
+	}
+	agent, err := mesh.NewAgent(ctx, agentCfg)
+	if err != nil {
+		return err
+	}
+	logger.Info("node started", "member", self, "clock", core.Clock(), "members", len(core.Members()),
+		"founder", reply == nil, "resumed", saved != nil, "iterations", settings.Iterations)
+	res, err := agent.Run(ctx)
+	if err != nil {
+		return err
+	}
+	rep := runReport{
+		Member: res.Member, Peer: host.ID(), Clock: res.Clock, TestAccuracy: res.Accuracy, TestLoss: res.Loss,
+		Members: res.Members, Live: res.Live, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
+		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected,
+		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "done: clock %d, test accuracy %.2f %%, test loss %.4f, %d of %d members live, %d updates held, %d applied twice, blocked %.1f s of %.1f s\n",
+		rep.Clock, 100*rep.TestAccuracy, rep.TestLoss, rep.Live, rep.Members, rep.UpdatesHeld, rep.AppliedTwice, rep.BlockedSeconds, rep.WallSeconds)
+	return nil
+}
+
+// explicitSettings lists the mesh-wide settings given on the command line
+// or in the config file.
+func explicitSettings(fs *flag.FlagSet) []string {
+	var out []string
+	fs.Visit(func(fl *flag.Flag) {
+		if slices.Contains(node.SettingNames(), fl.Name) {
+			out = append(out, fl.Name)
+		}
+	})
+	return out
+}
+
+func (f *runFlags) check() error {
+	if f.data == "" {
+		return badInput("--data is required: this node's training data")
+	}
+	for _, c := range []struct {
+		name, v string
+		allowed []string
+	}{
+		{"model", f.model, []string{"lr", "svm", "linear", "softmax"}},
+		{"optimizer", f.optimizer, []string{"sgd", "adam"}},
+		{"codec", f.codec, codec.Names()},
+		{"topology", f.topology, []string{"halton", "full"}},
+		{"sfb", f.sfb, []string{"off", "auto", "always"}},
+		{"log-format", f.logFormat, []string{"text", "json"}},
+	} {
+		if err := oneOf(c.name, c.v, c.allowed...); err != nil {
+			return err
+		}
+	}
+	if err := checkTraining(f.lr, f.l2, f.batch, 1, f.staleness); err != nil {
+		return err
+	}
+	switch {
+	case f.deadAfter <= 0:
+		return badInput("--dead-after %v: want > 0", f.deadAfter)
+	case f.heartbeat <= 0:
+		return badInput("--heartbeat %v: want > 0", f.heartbeat)
+	case f.waitMembers < 1:
+		return badInput("--wait-members %d: want >= 1", f.waitMembers)
+	case f.relayWindow < 0:
+		return badInput("--relay-window %v: want >= 0", f.relayWindow)
+	case f.minIteration < 0:
+		return badInput("--min-iteration-time %v: want >= 0", f.minIteration)
+	case f.progress <= 0:
+		return badInput("--progress %v: want > 0", f.progress)
+	case f.mesh == "" || len(f.mesh) > 64 || strings.ContainsAny(f.mesh, "/ \t\n"):
+		return badInput("--mesh %q: want 1 to 64 characters without slashes or spaces", f.mesh)
+	}
+	for _, l := range f.listen {
+		if _, err := ma.NewMultiaddr(l); err != nil {
+			return badInput("--listen %q is not a multiaddr: %v", l, err)
+		}
+	}
+	return nil
+}
+
+func runLogger(stderr io.Writer, format, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, badInput("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(stderr, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(stderr, opts)), nil
+}
+
+func parseJoin(list []string) ([]ma.Multiaddr, error) {
+	var out []ma.Multiaddr
+	for _, s := range list {
+		m, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return nil, badInput("--join %q is not a multiaddr: %v", s, err)
+		}
+		if _, err := m.ValueForProtocol(ma.P_P2P); err != nil {
+			return nil, badInput("--join %q has no /p2p/<peer id> part: a member's full address is printed at its start", s)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (f *runFlags) identity(logger *slog.Logger) (crypto.PrivKey, error) {
+	if f.key == "" {
+		if f.checkpointDir != "" {
+			return nil, badInput("--checkpoint-dir needs --key: a checkpoint belongs to one peer identity")
+		}
+		logger.Warn("no --key: this node gets a fresh identity; restarts will not keep its peer id")
+		key, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			return nil, fmt.Errorf("generate a key: %w", err)
+		}
+		return key, nil
+	}
+	key, created, err := loadOrCreateKey(f.key)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--key: %w", err)}
+	}
+	if created {
+		logger.Info("created key file", "path", f.key)
+	}
+	return key, nil
+}
+
+// loadCheckpoint reads the checkpoint of --checkpoint-dir, if there is one,
+// and checks that it belongs to this key and mesh. A corrupt checkpoint is
+// an error: it is never silently replaced.
+func (f *runFlags) loadCheckpoint(key crypto.PrivKey) (*checkpoint.State, error) {
+	if f.checkpointDir == "" {
+		return nil, nil
+	}
+	st, err := checkpoint.Load(f.checkpointDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--checkpoint-dir %s: %w (move it away to start afresh)", f.checkpointDir, err)
+	}
+	owner, err := mesh.PeerOf(st.Member)
+	if err != nil {
+		return nil, fmt.Errorf("--checkpoint-dir %s: %w", f.checkpointDir, err)
+	}
+	if p, err := peer.IDFromPrivateKey(key); err == nil && p != owner {
+		return nil, fmt.Errorf("--checkpoint-dir %s holds the checkpoint of peer %s, not of this key's peer %s", f.checkpointDir, owner, p)
+	}
+	if st.Mesh != f.mesh {
+		return nil, fmt.Errorf("--checkpoint-dir %s holds a checkpoint of mesh %q, not %q", f.checkpointDir, st.Mesh, f.mesh)
+	}
+	return st, nil
+}
+
+// founderSettings are the settings this node proposes: its checkpoint's
+// when resuming, else its flags, with the dimension and classes from its
+// data unless given.
+func (f *runFlags) founderSettings(train *dataset.Dataset, saved *checkpoint.State) (node.Settings, error) {
+	if saved != nil {
+		return saved.Settings, nil
+	}
+	if f.sfb != "off" {
+		f.errorFeedback = false
+	}
+	mdl, err := testnet.NewModel(model.Kind(f.model), f.l2, train)
+	if err != nil {
+		return node.Settings{}, usageError{err}
+	}
+	dim := f.dim
+	if dim == 0 {
+		dim = mdl.Config().MaxFeature
+	}
+	s := f.settings(dim, mdl.Config().Classes)
+	if _, _, _, err := s.Build(); err != nil {
+		return node.Settings{}, usageError{err}
+	}
+	return s, nil
+}
+
+// joinAny asks each --join address in turn until one admits the node.
+func joinAny(ctx context.Context, h *mesh.Host, addrs []ma.Multiaddr, q mesh.JoinRequest, logger *slog.Logger) (*mesh.JoinReply, error) {
+	var errs []error
+	for _, a := range addrs {
+		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		reply, err := mesh.Join(jctx, h, a, q)
+		cancel()
+		if err == nil {
+			logger.Info("joined the mesh", "through", a, "members", len(reply.Members), "clock", reply.Snapshot.Clock)
+			return reply, nil
+		}
+		if errors.Is(err, mesh.ErrRefused) {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("no --join member could be reached: %w", errors.Join(errs...))
+}
+
+// newCore builds the node core: fresh for a founder, from the mesh's
+// snapshot for a joiner, from the checkpoint's rows for a founder that
+// resumes; a resuming node keeps its optimizer state.
+func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset, reply *mesh.JoinReply, saved *checkpoint.State, auth node.Authenticator) (*node.Syncer, error) {
+	mdl, opt, cdc, err := s.Build()
+	if err != nil {
+		return nil, fmt.Errorf("mesh settings: %w", err)
+	}
+	batch := int(f.batch)
+	if f.batch < 1 {
+		batch = max(1, int(f.batch*float64(len(train.Rows))))
+	}
+	cfg := node.Config{
+		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,
+		ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness, Iterations: s.Iterations,
+		BatchSize: batch, Seed: f.seed, Shard: train.Rows, Factors: s.Factors, Auth: auth,
+	}
+	if cfg.Iterations == 0 {
+		cfg.Iterations = ^uint64(0)
+	}
+	switch {
+	case reply != nil:
+		cfg.Members, cfg.Start = nil, reply.Snapshot
+	case saved != nil:
+		rows := *saved.Rows
+		rows.Pending = nil
+		// Resuming without a mesh to rejoin: the other members are not
+		// waited for until they announce themselves.
+		rows.Members = slices.Clone(rows.Members)
+		for i := range rows.Members {
+			rows.Members[i].Live = false
+		}
+		cfg.Members, cfg.Start = nil, &rows
+	}
+	if saved != nil {
+		if err := opt.Restore(saved.Optimizer); err != nil {
+			return nil, fmt.Errorf("checkpoint optimizer state: %w", err)
+		}
+	}
+	n, err := node.NewSyncer(cfg, node.SyncConfig{History: 512})
+	if err != nil {
+		return nil, err
+	}
+	if reply != nil && len(reply.Snapshot.Pending) > 0 && len(reply.Members) > 0 {
+		n.Receive(reply.Members[0].Member, node.EncodeEnvelope(reply.Snapshot.Pending))
+	}
+	return n, nil
+}
+
+// saveCheckpoint writes the node's committed rows, clock and optimizer
+// state.
+func saveCheckpoint(dir, meshName string, s node.Settings, n *node.Syncer) error {
+	rows := n.Node.Snapshot()
+	return checkpoint.Save(dir, &checkpoint.State{
+		Mesh: meshName, Member: n.ID(), Settings: s, Clock: n.Clock(), Rows: &rows,
+		Optimizer: n.Config().Optimizer.State(),
+	})
+}
+
+// privacy applies --psk and --allow to the host's configuration.
+func (f *runFlags) privacy(cfg *mesh.HostConfig, logger *slog.Logger) error {
+	if f.psk != "" {
+		psk, err := mesh.LoadPSK(f.psk)
+		if err != nil {
+			return usageError{fmt.Errorf("--psk: %w", err)}
+		}
+		cfg.PSK = psk
+		logger.Info("private mesh: connections need the pre-shared key; transports limited to TCP")
+	}
+	if f.allow != "" {
+		var ids []peer.ID
+		var err error
+		if path, ok := strings.CutPrefix(f.allow, "@"); ok {
+			ids, err = mesh.LoadAllow(path)
+		} else {
+			ids, err = mesh.ParseAllow(f.allow)
+		}
+		if err != nil {
+			return usageError{fmt.Errorf("--allow: %w", err)}
+		}
+		cfg.Allow = mesh.NewAllowList(ids...)
+		logger.Info("allow list: only listed peers may connect", "peers", len(ids))
+	}
+	return nil
+}
+
+// takeShard applies --shard i/n.
+func takeShard(d *dataset.Dataset, spec string) (*dataset.Dataset, error) {
+	if spec == "" {
+		return d, nil
+	}
+	is, ns, ok := strings.Cut(spec, "/")
+	i, err1 := strconv.Atoi(is)
+	n, err2 := strconv.Atoi(ns)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
+		return nil, badInput("--shard %q: want i/n with 1 <= i <= n, e.g. 2/3", spec)
+	}
+	if len(d.Rows) < n {
+		return nil, badInput("--shard %s: %s has only %d rows", spec, d.Name, len(d.Rows))
+	}
+	return d.Shard(i-1, n), nil
+}
+
+func addrStrings(h *mesh.Host) []string {
+	var out []string
+	for _, a := range h.Libp2p().Addrs() {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// serveMetrics serves /metrics at addr until the returned stop is called.
+func serveMetrics(addr string, m *mesh.Metrics, logger *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--metrics %s: %w", addr, err)}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server stopped", "err", err)
+		}
+	}()
+	logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() { _ = srv.Close() }, nil
+}
