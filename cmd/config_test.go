@@ -190,39 +190,11 @@ func TestConfigFileAliases(t *testing.T) {
 	}
 }
 
-// runFlagNames are the flags of `sketchmesh run` that the example config
-// documents (all but config itself).
-var runFlagNames = []string{
-	"data", "test-data", "shard", "batch", "seed",
-	"key", "checkpoint-dir", "checkpoint-every", "mesh", "listen", "join", "psk", "allow",
-	"wait-members", "dead-after", "heartbeat", "topology", "relay-window",
-	"model", "optimizer", "lr", "l2", "dim", "codec", "error-feedback", "sfb", "staleness", "iterations",
-	"metrics", "eval-every", "progress", "log-format", "log-level", "json", "min-iteration-time",
-}
-
-// exampleFlagSet is a flag set with run's flag names and value kinds.
+// exampleFlagSet is the run command's own flag set.
 func exampleFlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.String("config", "", "config file")
-	for _, name := range runFlagNames {
-		switch name {
-		case "listen", "join":
-			fs.Var(new(configTestList), name, name)
-		case "error-feedback", "json":
-			fs.Bool(name, false, name)
-		case "batch", "lr", "l2":
-			fs.Float64(name, 0, name)
-		case "seed", "checkpoint-every", "dim", "iterations", "eval-every":
-			fs.Uint64(name, 0, name)
-		case "wait-members", "staleness":
-			fs.Int(name, 0, name)
-		case "dead-after", "heartbeat", "relay-window", "progress", "min-iteration-time":
-			fs.Duration(name, 0, name)
-		default:
-			fs.String(name, "", name)
-		}
-	}
+	new(runFlags).register(fs)
 	return fs
 }
 
@@ -270,9 +242,9 @@ func TestExampleConfig(t *testing.T) {
 	if err := applyConfigFile(exampleFlagSet(), all); err != nil {
 		t.Fatalf("with the commented-out settings in: %v", err)
 	}
-	for _, name := range runFlagNames {
-		if !documented[name] {
-			t.Errorf("the example does not document %s", name)
+	exampleFlagSet().VisitAll(func(f *flag.Flag) {
+		if !documented[f.Name] && f.Name != "config" {
+			t.Errorf("the example does not document --%s", f.Name)
 		}
-	}
+	})
 }
