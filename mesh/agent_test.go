@@ -3,6 +3,8 @@ package mesh
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +102,37 @@ func TestAgentsJoinTrainAndAgree(t *testing.T) {
 	for _, h := range held[1:] {
 		if h != held[0] {
 			t.Errorf("nodes hold %v updates; want the same everywhere", held)
+		}
+	}
+}
+
+// The metrics a running node exposes carry the names operators rely on.
+func TestMetricsNames(t *testing.T) {
+	train, test, err := dataset.Builtin("a9a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := agentSettings(train)
+	set.Iterations = 5
+	h := newTestHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := startAgent(t, ctx, set, train.Rows[:200], nil, h)
+	a.cfg.MinMembers = 1
+	a.cfg.Metrics = NewMetrics()
+	a.cfg.Test = test.Rows[:100]
+	if _, err := a.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	a.cfg.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{"sketchmesh_clock 5", "sketchmesh_staleness", "sketchmesh_blocked_seconds_total",
+		`sketchmesh_bytes_total{direction="sent"}`, `sketchmesh_frames_total{kind="own"} 5`, "sketchmesh_compression_ratio",
+		"sketchmesh_peers", `sketchmesh_members{state="live"} 1`, "sketchmesh_test_accuracy", "sketchmesh_test_loss",
+		"sketchmesh_alone_seconds"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
 		}
 	}
 }
