@@ -35,7 +35,8 @@ type AgentConfig struct {
 	// addresses (from the join reply).
 	Peers []PeerRecord
 	// MinMembers holds training back until at least this many members,
-	// this one included, are live: nodes started together begin together.
+	// this one included, are live for the first time: nodes started
+	// together begin together.
 	MinMembers int
 	// Topology is "halton" (relay along the Halton overlay) or "full".
 	Topology string
@@ -165,6 +166,9 @@ type Agent struct {
 	}
 	blocked  time.Duration
 	psCancel context.CancelFunc
+	// quorate is set once MinMembers were live: members that die or leave
+	// later do not stop the others.
+	quorate bool
 	// aloneFrom is when the node last found itself the only live member;
 	// zero while it has company.
 	aloneFrom, aloneWarned time.Time
@@ -430,7 +434,10 @@ func (a *Agent) Run(ctx context.Context) (Result, error) {
 			return a.finish(ctx, start, true)
 		}
 		paced := a.cfg.MinIteration > 0 && now.Sub(a.lastTrain) < a.cfg.MinIteration
-		if !paced && a.n.CanTrain() && len(a.n.Live()) >= a.cfg.MinMembers {
+		if !a.quorate && len(a.n.Live()) >= a.cfg.MinMembers {
+			a.quorate = true
+		}
+		if !paced && a.quorate && a.n.CanTrain() {
 			if !blockedSince.IsZero() {
 				a.blocked += now.Sub(blockedSince)
 				blockedSince = time.Time{}
