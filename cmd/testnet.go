@@ -14,6 +14,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/testnet"
@@ -50,6 +51,11 @@ type testnetFlags struct {
 	compare          string
 	targetLoss       float64
 	plot             string
+	attack           string
+	robust           string
+	sign             bool
+	psk              string
+	allowList        bool
 }
 
 func (f *testnetFlags) register(fs *flag.FlagSet) {
@@ -80,6 +86,11 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.evalEvery, "eval-every", 0, "iterations between progress lines (0 = about 10 lines per run)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON report on stdout instead of the table")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	fs.BoolVar(&f.sign, "sign", false, "sign every update with its origin's libp2p key and verify every update before applying it")
+	fs.StringVar(&f.psk, "psk", "", "pre-shared key file (swarm.key format, 32 bytes): the testnet runs as a private network, over TCP only")
+	fs.BoolVar(&f.allowList, "allow-list", false, "give every host an allow list of the members, so no other peer can connect")
+	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping)")
+	fs.StringVar(&f.attack, "attack", "", "run a hostile peer of this kind against the mesh while it trains ("+strings.Join(testnet.AttackKinds, ", ")+"); turns on --sign, a PSK and --allow-list, and first runs the same mesh without the attacker to compare")
 }
 
 // config validates the flags and loads the data.
@@ -136,6 +147,24 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	case f.sweepStale != "" && f.compare != "":
 		return cfg, badInput("--sweep-staleness and --compare cannot be combined")
 	}
+	if err := oneOf("robust", f.robust, "off", "clip"); err != nil {
+		return cfg, err
+	}
+	if f.attack != "" {
+		if err := oneOf("attack", f.attack, testnet.AttackKinds...); err != nil {
+			return cfg, err
+		}
+		if f.sweepStale != "" || f.compare != "" {
+			return cfg, badInput("--attack cannot be combined with --sweep-staleness or --compare")
+		}
+	}
+	var psk []byte
+	if f.psk != "" {
+		var err error
+		if psk, err = mesh.LoadPSK(f.psk); err != nil {
+			return cfg, usageError{fmt.Errorf("--psk: %w", err)}
+		}
+	}
 	wan, err := testnet.ParseWAN(f.wan)
 	if err != nil {
 		return cfg, usageError{fmt.Errorf("--wan: %w", err)}
@@ -174,6 +203,11 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		ComputeTime:   f.computeTime,
 		EvalEvery:     f.evalEvery,
 		Logger:        logger,
+		Sign:          f.sign,
+		PSK:           psk,
+		AllowList:     f.allowList,
+		Robust:        node.RobustConfig{Clip: f.robust == "clip"},
+		Attack:        f.attack,
 	}
 	if _, err := testnet.NewModel(cfg.Model, cfg.L2, train); err != nil {
 		return cfg, usageError{err}
@@ -259,7 +293,12 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			f.targetLoss, f.plot, f.json, stdout, stderr)
 	}
 	cfg.Progress = func(p testnet.Progress) { printProgress(stderr, cfg.Iterations, p) }
-	rep, err := testnet.Run(ctx, cfg)
+	run := testnet.Run
+	if cfg.Attack != "" {
+		fmt.Fprintf(stderr, "attack %s: the baseline first (the same mesh with a quiet member in the attacker's place, or without an outsider), then the attack\n", cfg.Attack)
+		run = testnet.RunAttack
+	}
+	rep, err := run(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -269,6 +308,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return enc.Encode(rep)
 	}
 	printSummary(stdout, rep)
+	printAttack(stdout, rep.Attack)
 	return nil
 }
 

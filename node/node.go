@@ -521,7 +521,7 @@ func (n *Node) accept(u Update) string {
 	}
 	decoded, reason := n.decode(u.Frame)
 	if reason == "" {
-		decoded, reason = n.screen().check(decoded, len(n.committed))
+		decoded, reason = n.screen().check(decoded, len(n.committed), n.cfg.Auth != nil)
 	}
 	if reason != "" {
 		n.skip(u)

@@ -284,7 +284,7 @@ func TestNormBound(t *testing.T) {
 		t.Fatalf("bound before any update %v, want 0 (none)", b)
 	}
 	for _, x := range []float32{1000, 2, 3} {
-		if _, reason := r.check(scaled(x), 4); reason != "" {
+		if _, reason := r.check(scaled(x), 4, false); reason != "" {
 			t.Fatalf("%v refused (%s) while the window fills", x, reason)
 		}
 	}
@@ -292,7 +292,7 @@ func TestNormBound(t *testing.T) {
 	if b := r.NormBound(); b != 12 {
 		t.Fatalf("bound %v, want 12", b)
 	}
-	if _, reason := r.check(scaled(12.5), 4); reason != RejectNorm {
+	if _, reason := r.check(scaled(12.5), 4, false); reason != RejectNorm {
 		t.Fatalf("12.5 over a bound of 12: reason %q, want norm", reason)
 	}
 	r.own(codec.Sparse{Keys: []uint64{}, Values: []float32{}}, 4)
@@ -303,12 +303,23 @@ func TestNormBound(t *testing.T) {
 	if b := r.NormBound(); b != 8 {
 		t.Fatalf("bound %v after the window turned over, want 8", b)
 	}
+	def, _ := NewRobust(RobustConfig{})
+	def.own(one, 4)
+	if b := def.NormBound(); b != 100 {
+		t.Fatalf("default bound %v, want 100 × the median", b)
+	}
+	if _, reason := def.check(scaled(101), 4, false); reason != "" {
+		t.Fatal("the default bound refused an update in an unsigned mesh")
+	}
+	if _, reason := def.check(scaled(101), 4, true); reason != RejectNorm {
+		t.Fatal("the default bound let 101 × the median through in a signed mesh")
+	}
 	if _, err := NewRobust(RobustConfig{NormFactor: 0.5}); err == nil {
 		t.Fatal("a norm factor below 1 was accepted")
 	}
 	off, _ := NewRobust(RobustConfig{NormFactor: -1})
 	off.own(one, 4)
-	if _, reason := off.check(scaled(1e30), 4); reason != "" || off.NormBound() != 0 {
+	if _, reason := off.check(scaled(1e30), 4, true); reason != "" || off.NormBound() != 0 {
 		t.Fatal("a negative norm factor did not turn the bound off")
 	}
 }
@@ -328,7 +339,7 @@ func TestCenteredClipping(t *testing.T) {
 	}
 	// Within τ = 2 of the centre: applied as sent.
 	near := codec.Sparse{Keys: []uint64{0, 1}, Values: []float32{2, 1}}
-	got, reason := r.check(near, size)
+	got, reason := r.check(near, size, true)
 	if reason != "" || got.Dense() || !slicesEqual(got.Values, near.Values) {
 		t.Fatalf("an update within τ was changed: %+v (%s)", got, reason)
 	}
@@ -336,7 +347,7 @@ func TestCenteredClipping(t *testing.T) {
 	v := append([]float64(nil), r.center...)
 	tau := r.dists.median()
 	far := codec.Sparse{Keys: []uint64{2}, Values: []float32{100}}
-	got, reason = r.check(far, size)
+	got, reason = r.check(far, size, true)
 	if reason != "" || !got.Dense() || len(got.Values) != size {
 		t.Fatalf("outlier: %+v (%s), want a dense clipped update", got, reason)
 	}

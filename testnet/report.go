@@ -60,6 +60,8 @@ type Report struct {
 	PerNode               []NodeReport      `json:"per_node"`
 	// Curve is node 0's test loss and accuracy against iterations and time.
 	Curve []CurvePoint `json:"curve"`
+	// Attack is what a hostile peer did (Config.Attack), absent otherwise.
+	Attack *AttackReport `json:"attack,omitempty"`
 }
 
 // NodeReport is one node's outcome.

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
@@ -64,6 +66,21 @@ type Config struct {
 	// Progress, when set, receives node 0's progress reports.
 	Progress func(Progress)
 	Logger   *slog.Logger
+	// Sign makes every node sign its updates with its libp2p key and
+	// verify everyone else's (mesh.KeyAuthenticator), in the mesh named
+	// MeshName ("testnet" when empty).
+	Sign     bool
+	MeshName string
+	// PSK, when set, makes the testnet a private network; AllowList gives
+	// every host an allow list of the members.
+	PSK       pnet.PSK
+	AllowList bool
+	// Robust screens incoming updates (norm bound, centered clipping).
+	Robust node.RobustConfig
+	// Attack, when set, runs a hostile peer of that kind (AttackKinds)
+	// against the mesh while it trains; it turns on Sign, a PSK and
+	// AllowList.
+	Attack string
 }
 
 // Progress is one report from node 0 during a run.
@@ -95,6 +112,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("compute time must be >= 0, got %v", c.ComputeTime)
 	}
 	if err := validateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+		return err
+	}
+	if c.Attack != "" {
+		if c.Attack != quietMember && !slices.Contains(AttackKinds, c.Attack) {
+			return fmt.Errorf("unknown attack %q (want one of %v)", c.Attack, AttackKinds)
+		}
+		hardenForAttack(c)
+	}
+	if _, err := node.NewRobust(c.Robust); err != nil {
 		return err
 	}
 	if c.WAN.Name == "" {
@@ -159,6 +185,7 @@ func NewModel(kind model.Kind, l2 float64, train *dataset.Dataset) (*model.Model
 
 type member struct {
 	host   *mesh.Host
+	allow  *mesh.AllowList
 	core   *node.Node
 	shard  *dataset.Dataset
 	run    mesh.RunStats
@@ -196,6 +223,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := connect(ctx, members, router); err != nil {
 		return nil, err
 	}
+	att, err := startAttacker(ctx, cfg, members)
+	if err != nil {
+		return nil, err
+	}
+	defer att.stop()
+	memberIDs, router := att.members(ids), att.router(router)
 	shuffled := cfg.Train.Shuffled(int64(cfg.Seed))
 	for i, m := range members {
 		m.shard = shuffled.Shard(i, cfg.Nodes)
@@ -203,9 +236,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		auth, robust, err := cfg.nodeSecurity(i, ids[i])
+		if err != nil {
+			return nil, err
+		}
 		m.core, err = node.New(node.Config{
 			ID:            ids[i],
-			Members:       ids,
+			Members:       memberIDs,
+			Auth:          auth,
+			Robust:        robust,
 			Model:         mdl,
 			Optimizer:     opt,
 			Codec:         cdc,
@@ -247,12 +286,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	att.start(runCtx)
 	var wg sync.WaitGroup
 	for i, m := range members {
 		opts := mesh.Options{AfterTrain: cfg.pace(i, observe), RelayWindow: cfg.RelayWindow}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					m.runErr = fmt.Errorf("node %d panicked: %v", i, p)
+					cancel()
+				}
+			}()
 			m.run, m.runErr = mesh.Run(runCtx, m.core, m.host, opts)
 			if m.runErr != nil {
 				cancel()
@@ -283,7 +329,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			BytesSent:    totalBytes(members),
 		}))
 	}
-	return buildReport(cfg, cdc, router, members, curve, wall), nil
+	rep := buildReport(cfg, cdc, router, members, curve, wall)
+	rep.Attack = att.report(members, cfg.Iterations)
+	return rep, nil
 }
 
 // pace returns node i's hook: it stretches the iteration to emulate compute
@@ -330,11 +378,14 @@ func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
 		if cfg.WAN.Emulated() {
 			hc.Shape = func(to string) mesh.LinkShape { return cfg.WAN.LinkBetween(i, index[to]) }
 		}
+		if err := cfg.secureHost(&hc); err != nil {
+			return fail(err)
+		}
 		h, err := mesh.NewHost(hc)
 		if err != nil {
 			return fail(fmt.Errorf("node %d: %w", i, err))
 		}
-		members = append(members, &member{host: h})
+		members = append(members, &member{host: h, allow: hc.Allow})
 		index[h.ID()] = i
 	}
 	return members, nil

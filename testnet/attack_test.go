@@ -1,0 +1,147 @@
+package testnet
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/node"
+)
+
+// A hostile peer of every kind attacks a 6-node hardened testnet while it
+// trains: nothing invalid is applied, everything it sent that arrived is
+// refused under the reason its kind calls for, no handler panics, memory
+// stays within its bound, and the honest nodes end within a point of the
+// same run without the attacker (two with --robust clip against norm).
+func TestHostilePeers(t *testing.T) {
+	train, test := builtin(t, "rcv1")
+	cfg := Config{
+		Nodes: 6, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
+		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 150, Seed: 1, Codec: "sketchml", ErrorFeedback: true, Staleness: 2,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	type base struct {
+		rep  *Report
+		peak uint64
+	}
+	baselines := map[bool]base{}
+	for _, member := range []bool{false, true} {
+		c := cfg
+		if member {
+			c.Attack = "nan" // any member kind: Baseline puts a quiet member in
+		}
+		rep, peak, err := runSampled(ctx, Baseline(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Rejected) != 0 || rep.Attack != nil {
+			t.Fatalf("the baseline rejected %v (attack report %+v)", rep.Rejected, rep.Attack)
+		}
+		baselines[member] = base{rep, peak}
+	}
+	// Reasons every kind must show, and whether every hostile message must
+	// be accounted for exactly (kinds whose last messages cannot be in
+	// flight when the run ends: the attacker's own update of each clock
+	// is one the honest nodes wait for).
+	want := map[string]struct {
+		reasons []string
+		exact   bool
+	}{
+		"garbage":    {[]string{node.RejectBadEnvelope}, false},
+		"oversized":  {[]string{node.RejectBadFrame, "oversized", "truncated"}, false},
+		"headers":    {[]string{node.RejectBadEnvelope}, false},
+		"forged":     {[]string{node.RejectBadSignature}, false},
+		"replay":     {[]string{node.RejectDuplicate}, false},
+		"nan":        {[]string{node.RejectNaN}, true},
+		"norm":       {[]string{node.RejectNorm}, true},
+		"flood":      {[]string{node.RejectClockAhead, node.RejectDuplicate}, false},
+		"nopsk":      {[]string{"no_psk"}, true},
+		"notallowed": {[]string{"not_allowed"}, true},
+	}
+	kinds := AttackKinds
+	if raceEnabled {
+		kinds = []string{"headers", "forged", "norm", "notallowed"}
+	}
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			c := cfg
+			c.Attack = kind
+			tolerance := 1.0
+			if kind == "norm" {
+				c.Robust = node.RobustConfig{Clip: true}
+				tolerance = 2
+			}
+			b := baselines[memberAttack(kind)]
+			rep, err := RunAttackAgainst(ctx, c, b.rep, b.peak)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := rep.Attack
+			if a == nil || a.Kind != kind {
+				t.Fatalf("attack report %+v", a)
+			}
+			var rejected uint64
+			for _, n := range a.Rejected {
+				rejected += n
+			}
+			if a.Tried == 0 || rejected == 0 {
+				t.Fatalf("tried %d, rejected %v", a.Tried, a.Rejected)
+			}
+			for _, r := range want[kind].reasons {
+				if a.Rejected[r] == 0 {
+					t.Errorf("no %s among the rejections %v", r, a.Rejected)
+				}
+			}
+			if want[kind].exact && rejected != a.Tried {
+				t.Errorf("tried %d, rejected %d (%v): every hostile message must be refused", a.Tried, rejected, a.Rejected)
+			}
+			if rejected > a.Tried {
+				t.Errorf("rejected %d of %d tried (%v)", rejected, a.Tried, a.Rejected)
+			}
+			if a.AppliedInvalid != 0 || a.Panics != 0 || !a.WithinMemoryBound {
+				t.Errorf("applied invalid %d, panics %d, peak heap %d of a bound of %d", a.AppliedInvalid, a.Panics, a.PeakHeapBytes, a.MemoryBoundBytes)
+			}
+			if a.Member && a.AppliedValid != a.ValidSent {
+				t.Errorf("the attacker's valid updates: %d applied of %d", a.AppliedValid, a.ValidSent)
+			}
+			if kind == "flood" && a.Throttled == 0 {
+				t.Error("a flood was never throttled")
+			}
+			if d := a.AccuracyDeltaPoints; d == nil || math.Abs(*d) > tolerance {
+				t.Errorf("honest accuracy %v against %v without the attacker (tolerance %v points)", pct(a.HonestAccuracy), pct(a.BaselineAccuracy), tolerance)
+			}
+			for _, n := range rep.PerNode {
+				if n.Clock != uint64(cfg.Iterations) {
+					t.Errorf("node %s stopped at clock %d", n.ID, n.Clock)
+				}
+			}
+		})
+	}
+}
+
+// The leaf router adds the attacker to every origin's own sends and never
+// relays through it or its updates.
+func TestLeafRouter(t *testing.T) {
+	ids := []string{"a", "b", "c"}
+	r := leafRouter{Router: newRouter("full", ids), leaf: "x"}
+	if got := r.Forward("a", "a"); len(got) != 3 || got[2] != "x" {
+		t.Fatalf("a's own sends %v", got)
+	}
+	if got := r.Forward("a", "b"); len(got) != 0 {
+		t.Fatalf("b relays a's update to %v", got)
+	}
+	if got := r.Forward("x", "a"); got != nil {
+		t.Fatalf("a relays the leaf's update to %v", got)
+	}
+}
+
+func pct(v *float64) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.2f%%", 100**v)
+}
