@@ -79,12 +79,24 @@ func TestAgentsJoinTrainAndAgree(t *testing.T) {
 		t.Fatalf("conflicting joiner: err = %v, want a refusal", err)
 	}
 
+	// Both joiners ask at once: the founder admits them one after the
+	// other, and they end in one mesh.
+	replies := make([]*JoinReply, len(hosts))
+	joinErrs := make(chan error, len(hosts))
 	for i, h := range hosts[1:] {
-		reply, err := Join(ctx, h, seed, JoinRequest{Mesh: "test", Member: MemberID(h.h.ID(), 1), Settings: set})
-		if err != nil {
+		go func() {
+			var err error
+			replies[i+1], err = Join(ctx, h, seed, JoinRequest{Mesh: "test", Member: MemberID(h.h.ID(), 1), Settings: set})
+			joinErrs <- err
+		}()
+	}
+	for range hosts[1:] {
+		if err := <-joinErrs; err != nil {
 			t.Fatal(err)
 		}
-		a := startAgent(t, ctx, reply.Settings, train.Shard(i+1, 3).Rows, reply, h)
+	}
+	for i, h := range hosts[1:] {
+		a := startAgent(t, ctx, replies[i+1].Settings, train.Shard(i+1, 3).Rows, replies[i+1], h)
 		agents = append(agents, a)
 		go run(a)
 	}
@@ -98,6 +110,11 @@ func TestAgentsJoinTrainAndAgree(t *testing.T) {
 			t.Errorf("%s: clock %d, applied twice %d", r.Member, r.Clock, r.AppliedTwice)
 		}
 		held = append(held, r.Held)
+		// Members that finish first leave with notice, so count members
+		// ever admitted: one mesh of three, never two.
+		if r.Members != 3 {
+			t.Errorf("%s knew %d members, want 3", r.Member, r.Members)
+		}
 	}
 	for _, h := range held[1:] {
 		if h != held[0] {
