@@ -445,6 +445,10 @@ type sender struct {
 	wake chan struct{}
 
 	shape LinkShape
+	// lastWarn and suppressed rate-limit failure reports (warnFailure);
+	// only the sender's loop touches them.
+	lastWarn   time.Time
+	suppressed int
 
 	mu       sync.Mutex
 	queue    []queued
@@ -526,7 +530,7 @@ func (s *sender) loop() {
 			stream, err = s.write(stream, q.data)
 			if err != nil {
 				s.host.sendFailures.Add(1)
-				s.host.log.Warn("update not delivered", "to", shortID(s.to), "bytes", len(q.data), "err", err)
+				s.warnFailure(len(q.data), err)
 			}
 		}
 		s.mu.Lock()
@@ -534,6 +538,21 @@ func (s *sender) loop() {
 		s.mu.Unlock()
 	}
 }
+
+// warnFailure logs a failed send, at most once per failureLogEvery per
+// peer: a peer that died fails every send until it is declared dead, and one
+// line with a count says as much as a line per message.
+func (s *sender) warnFailure(bytes int, err error) {
+	if time.Since(s.lastWarn) < failureLogEvery {
+		s.suppressed++
+		return
+	}
+	s.host.log.Warn("update not delivered", "to", shortID(s.to), "bytes", bytes, "err", err, "failed_since_last_report", s.suppressed)
+	s.lastWarn, s.suppressed = time.Now(), 0
+}
+
+// failureLogEvery spaces a sender's failure reports.
+const failureLogEvery = 5 * time.Second
 
 // write sends one message, opening the stream if needed and retrying once on
 // a fresh stream if the old one failed.
