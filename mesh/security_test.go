@@ -405,3 +405,32 @@ func BenchmarkVerifyUpdate(b *testing.B) {
 		}
 	}
 }
+
+// Verify parses member ids and signatures that arrive from the network: it
+// must never panic, and must accept nothing but the member's own signature.
+func FuzzVerify(f *testing.F) {
+	key, id := testKey(f, 8)
+	auth, err := NewKeyAuthenticator("fuzz", id.String(), key)
+	if err != nil {
+		f.Fatal(err)
+	}
+	good, err := auth.Sign(id.String(), 3, []byte("frame"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(id.String(), uint64(3), []byte("frame"), good)
+	f.Add(id.String()+"/2", uint64(3), []byte("frame"), good)
+	f.Add("12D3KooW", uint64(0), []byte{}, []byte{})
+	f.Add("QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N", uint64(1), []byte{1}, make([]byte, 64))
+	f.Fuzz(func(t *testing.T, origin string, clock uint64, frame, sig []byte) {
+		err := auth.Verify(origin, clock, frame, sig)
+		if err == nil && (origin != id.String() || clock != 3 || string(frame) != "frame" || !bytes.Equal(sig, good)) {
+			// Ed25519 signatures are deterministic and not malleable in
+			// go's implementation: only the one signature verifies.
+			t.Fatalf("verified %q clock %d frame %q sig %x", origin, clock, frame, sig)
+		}
+		if err != nil && !errors.Is(err, node.ErrBadSignature) {
+			t.Fatalf("error %v does not wrap ErrBadSignature", err)
+		}
+	})
+}
