@@ -20,6 +20,7 @@ import (
 	"math"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // ErrMalformed is wrapped by every decoding error.
@@ -60,7 +61,8 @@ func (r *Reader) Array(what string, minElem int) (int, error) {
 	if err != nil {
 		return 0, r.fail(what, err)
 	}
-	if n < 0 || n*max(minElem, 1) > r.r.Len() {
+	// Divide rather than multiply: n*minElem can overflow a 32-bit int.
+	if n < 0 || n > r.r.Len()/max(minElem, 1) {
 		return 0, fmt.Errorf("%w: %s claims %d elements, %d bytes remain", ErrMalformed, what, n, r.r.Len())
 	}
 	return n, nil
@@ -101,8 +103,36 @@ func (r *Reader) String(what string, limit int) (string, error) {
 	return string(b), err
 }
 
-// Uint reads an unsigned integer.
+// scalar peeks at the next value's code and refuses nil, which msgpack's
+// decoder would otherwise read as a zero number or false.
+func (r *Reader) scalar(what string) (byte, error) {
+	c, err := r.dec.PeekCode()
+	if err != nil {
+		return 0, r.fail(what, err)
+	}
+	if c == msgpcode.Nil {
+		return 0, fmt.Errorf("%w: %s is nil", ErrMalformed, what)
+	}
+	return c, nil
+}
+
+// Uint reads an unsigned integer. A negative value is refused rather than
+// wrapped around to a large one.
 func (r *Reader) Uint(what string) (uint64, error) {
+	c, err := r.scalar(what)
+	if err != nil {
+		return 0, err
+	}
+	if c >= msgpcode.NegFixedNumLow || (c >= msgpcode.Int8 && c <= msgpcode.Int64) {
+		v, err := r.dec.DecodeInt64()
+		if err != nil {
+			return 0, r.fail(what, err)
+		}
+		if v < 0 {
+			return 0, fmt.Errorf("%w: %s is negative (%d)", ErrMalformed, what, v)
+		}
+		return uint64(v), nil
+	}
 	v, err := r.dec.DecodeUint64()
 	if err != nil {
 		return 0, r.fail(what, err)
@@ -110,8 +140,23 @@ func (r *Reader) Uint(what string) (uint64, error) {
 	return v, nil
 }
 
-// Int reads a signed integer.
+// Int reads a signed integer. A uint64 above math.MaxInt64 is refused
+// rather than wrapped around to a negative one.
 func (r *Reader) Int(what string) (int64, error) {
+	c, err := r.scalar(what)
+	if err != nil {
+		return 0, err
+	}
+	if c == msgpcode.Uint64 {
+		v, err := r.dec.DecodeUint64()
+		if err != nil {
+			return 0, r.fail(what, err)
+		}
+		if v > math.MaxInt64 {
+			return 0, fmt.Errorf("%w: %s %d overflows int64", ErrMalformed, what, v)
+		}
+		return int64(v), nil
+	}
 	v, err := r.dec.DecodeInt64()
 	if err != nil {
 		return 0, r.fail(what, err)
@@ -121,6 +166,9 @@ func (r *Reader) Int(what string) (int64, error) {
 
 // Bool reads a boolean.
 func (r *Reader) Bool(what string) (bool, error) {
+	if _, err := r.scalar(what); err != nil {
+		return false, err
+	}
 	v, err := r.dec.DecodeBool()
 	if err != nil {
 		return false, r.fail(what, err)
@@ -130,6 +178,9 @@ func (r *Reader) Bool(what string) (bool, error) {
 
 // Float reads a float64 and refuses NaN and infinities.
 func (r *Reader) Float(what string) (float64, error) {
+	if _, err := r.scalar(what); err != nil {
+		return 0, err
+	}
 	v, err := r.dec.DecodeFloat64()
 	if err != nil {
 		return 0, r.fail(what, err)
@@ -200,8 +251,14 @@ func (w *Writer) Bytes() []byte { return w.buf.Bytes() }
 // Array writes an array header of n elements.
 func (w *Writer) Array(n int) { _ = w.enc.EncodeArrayLen(n) }
 
-// Bin writes a bin value.
-func (w *Writer) Bin(b []byte) { _ = w.enc.EncodeBytes(b) }
+// Bin writes a bin value. A nil slice is written as an empty bin:
+// msgpack's encoder would write nil, which Reader.Bytes refuses.
+func (w *Writer) Bin(b []byte) {
+	if b == nil {
+		b = []byte{}
+	}
+	_ = w.enc.EncodeBytes(b)
+}
 
 // String writes a str value.
 func (w *Writer) String(s string) { _ = w.enc.EncodeString(s) }
