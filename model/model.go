@@ -70,13 +70,13 @@ func New(cfg Config) (*Model, error) {
 		}
 		blocks = len(cfg.Classes)
 	}
-	stride := cfg.MaxFeature + 1
 	const maxParams = 1 << 31
-	if stride > maxParams/uint64(blocks) {
+	// Compare before adding 1: a dimension of 2^64−1 would wrap to 0.
+	if cfg.MaxFeature >= maxParams/uint64(blocks) {
 		return nil, fmt.Errorf("%w: %d classes × %d features exceeds %d parameters", ErrConfig, blocks, cfg.MaxFeature, maxParams)
 	}
 	cfg.Classes = slices.Clone(cfg.Classes)
-	return &Model{cfg: cfg, blocks: blocks, stride: stride}, nil
+	return &Model{cfg: cfg, blocks: blocks, stride: cfg.MaxFeature + 1}, nil
 }
 
 // Config returns the model's definition.

@@ -143,6 +143,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{Kind: Softmax, MaxFeature: 3, Classes: []float64{1}},
 		{Kind: Softmax, MaxFeature: 3, Classes: []float64{2, 1}},
 		{Kind: Softmax, MaxFeature: 1 << 40, Classes: []float64{1, 2}},
+		{Kind: LogisticRegression, MaxFeature: math.MaxUint64},
+		{Kind: LogisticRegression, MaxFeature: 1 << 31},
 	}
 	for _, c := range bad {
 		if _, err := New(c); err == nil {
