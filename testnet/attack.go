@@ -43,7 +43,8 @@ import (
 //	            str32, bin32 lengths of 0xffffffff, lengths past the end)
 //	forged      other members' updates moved to another clock, altered,
 //	            stripped of their signature, or signed with its own key
-//	replay      old updates of every origin, resent in reverse order
+//	replay      old updates of every origin that the victim holds,
+//	            resent in reverse order
 //	nan         its own updates hold NaN
 //	norm        its own updates are honest updates scaled by −1000 (odd
 //	            clocks) and by −5, within the norm bound (even clocks)
@@ -307,13 +308,14 @@ func (l leafRouter) Forward(origin, at string) []string {
 
 // attacker is the hostile peer.
 type attacker struct {
-	kind    string
-	member  bool
-	id      string
-	host    *mesh.Host
-	auth    *mesh.KeyAuthenticator
-	victims []*member
-	log     *slog.Logger
+	kind      string
+	member    bool
+	staleness uint64
+	id        string
+	host      *mesh.Host
+	auth      *mesh.KeyAuthenticator
+	victims   []*member
+	log       *slog.Logger
 
 	mu        sync.Mutex
 	rng       *rand.Rand
@@ -346,7 +348,7 @@ func startAttacker(ctx context.Context, cfg Config, victims []*member) (*attacke
 		return nil, fmt.Errorf("attacker: %w", err)
 	}
 	a := &attacker{
-		kind: cfg.Attack, member: memberAttack(cfg.Attack), id: h.ID(), host: h, victims: victims,
+		kind: cfg.Attack, member: memberAttack(cfg.Attack), staleness: uint64(cfg.Staleness), id: h.ID(), host: h, victims: victims,
 		log: cfg.Logger.With("attacker", cfg.Attack), rng: rand.New(rand.NewPCG(cfg.Seed, 0xa77ac)),
 		local: map[string]uint64{}, validSent: map[string]uint64{}, sentClock: map[string]uint64{},
 		seen: map[string]map[uint64]node.Update{}, keepalive: map[string]node.Update{},
@@ -474,7 +476,7 @@ func (a *attacker) memberLoop(ctx context.Context) {
 	}
 }
 
-// remember keeps the updates of the last few clocks of every origin.
+// remember keeps the updates of the last 8 clocks of every origin.
 func (a *attacker) remember(u node.Update) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -574,7 +576,10 @@ func (a *attacker) attackClock(ctx context.Context, to string, clock uint64) {
 		a.rawStream(ctx, to, append(hdr[:], make([]byte, 100)...))
 		return
 	}
-	a.sendValid(to, clock, nil)
+	// The attack goes first, on the same ordered stream as the attacker's
+	// own update of clock, which the victim waits for: everything the
+	// attack sent on it has been read by the time the victim finishes.
+	defer a.sendValid(to, clock, nil)
 	switch a.kind {
 	case "garbage":
 		n := 1 + a.intN(512)
@@ -595,10 +600,17 @@ func (a *attacker) attackClock(ctx context.Context, to string, clock uint64) {
 	case "forged":
 		a.forge(to, clock)
 	case "replay":
+		// Updates the victim holds for sure: its own of the two previous
+		// clocks, and every other origin's of the two clocks its gate
+		// needed before it could run clock.
 		var old []node.Update
 		for _, v := range a.victims {
-			for back := uint64(1); back <= 2 && back < clock; back++ {
-				if u, ok := a.seenUpdate(v.host.ID(), clock-back); ok && v.host.ID() != to || ok && back == 2 {
+			first := a.staleness + 1
+			if v.host.ID() == to {
+				first = 1
+			}
+			for back := first; back < first+2 && back < clock; back++ {
+				if u, ok := a.seenUpdate(v.host.ID(), clock-back); ok {
 					old = append(old, u)
 				}
 			}

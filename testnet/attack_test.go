@@ -53,9 +53,9 @@ func TestHostilePeers(t *testing.T) {
 	}{
 		"garbage":    {[]string{node.RejectBadEnvelope}, false},
 		"oversized":  {[]string{node.RejectBadFrame, "oversized", "truncated"}, false},
-		"headers":    {[]string{node.RejectBadEnvelope}, false},
-		"forged":     {[]string{node.RejectBadSignature}, false},
-		"replay":     {[]string{node.RejectDuplicate}, false},
+		"headers":    {[]string{node.RejectBadEnvelope}, true},
+		"forged":     {[]string{node.RejectBadSignature}, true},
+		"replay":     {[]string{node.RejectDuplicate}, true},
 		"nan":        {[]string{node.RejectNaN}, true},
 		"norm":       {[]string{node.RejectNorm}, true},
 		"flood":      {[]string{node.RejectClockAhead, node.RejectDuplicate}, false},
