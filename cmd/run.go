@@ -44,6 +44,8 @@ type runFlags struct {
 	data, testData  string
 	shard           string
 	listen, join    listFlag
+	announce, relay listFlag
+	relayService    bool
 	mesh            string
 	model           string
 	optimizer       string
@@ -80,8 +82,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.data, "data", "", "this node's training data: a LIBSVM file (plain or .gz) or a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+")")
 	fs.StringVar(&f.testData, "test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
 	fs.StringVar(&f.shard, "shard", "", "train on one part of --data: i/n takes the i-th of n equal parts (1-based), e.g. 2/3")
-	fs.Var(&f.listen, "listen", "multiaddr to listen on, repeatable (default /ip4/0.0.0.0/tcp/4001)")
+	fs.Var(&f.listen, "listen", "multiaddr to listen on, repeatable (default /ip4/0.0.0.0/tcp/4001 and /ip4/0.0.0.0/udp/4001/quic-v1; TCP only with --psk)")
 	fs.Var(&f.join, "join", "multiaddr of a mesh member to join through, ending in /p2p/<peer id>; repeatable, tried in order (none: found a new mesh)")
+	f.registerReach(fs)
 	fs.StringVar(&f.mesh, "mesh", "sketchmesh", "mesh name: members of other meshes are refused")
 	fs.StringVar(&f.model, "model", "lr", "model: lr, svm, linear or softmax (a joiner takes the mesh's)")
 	fs.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: sgd or adam (a joiner takes the mesh's)")
@@ -142,6 +145,9 @@ type runReport struct {
 	WallSeconds      float64           `json:"wall_seconds"`
 	Stopped          bool              `json:"stopped"`
 	Resumed          bool              `json:"resumed_from_checkpoint"`
+	DirectPeers      int               `json:"direct_peers"`
+	RelayedPeers     int               `json:"relayed_peers"`
+	UnreachableLinks int               `json:"unreachable_links"`
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -188,11 +194,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 
-	listen := []string(f.listen)
-	if len(listen) == 0 {
-		listen = []string{"/ip4/0.0.0.0/tcp/4001"}
-	}
-	hostCfg := mesh.HostConfig{ListenAddrs: listen, Key: key, Logger: logger}
+	hostCfg := mesh.HostConfig{ListenAddrs: f.listenAddrs(), Key: key, Logger: logger, Reach: f.reachConfig()}
 	if err := f.privacy(&hostCfg, logger); err != nil {
 		return err
 	}
@@ -273,13 +275,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Members: res.Members, Live: res.Live, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
 		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected,
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
+		DirectPeers: res.DirectPeers, RelayedPeers: res.RelayedPeers, UnreachableLinks: res.UnreachableLinks,
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "done: clock %d, test accuracy %.2f %%, test loss %.4f, %d of %d members live, %d updates held, %d applied twice, blocked %.1f s of %.1f s\n",
-		rep.Clock, 100*rep.TestAccuracy, rep.TestLoss, rep.Live, rep.Members, rep.UpdatesHeld, rep.AppliedTwice, rep.BlockedSeconds, rep.WallSeconds)
+	fmt.Fprintf(stdout, "done: clock %d, test accuracy %.2f %%, test loss %.4f, %d of %d members live, %d updates held, %d applied twice, blocked %.1f s of %.1f s; peers %d direct, %d relayed, %d unreachable\n",
+		rep.Clock, 100*rep.TestAccuracy, rep.TestLoss, rep.Live, rep.Members, rep.UpdatesHeld, rep.AppliedTwice, rep.BlockedSeconds, rep.WallSeconds,
+		rep.DirectPeers, rep.RelayedPeers, rep.UnreachableLinks)
 	return nil
 }
 
@@ -338,7 +342,7 @@ func (f *runFlags) check() error {
 			return badInput("--listen %q is not a multiaddr: %v", l, err)
 		}
 	}
-	return nil
+	return f.checkReach()
 }
 
 func runLogger(stderr io.Writer, format, level string) (*slog.Logger, error) {

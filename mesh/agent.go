@@ -119,6 +119,11 @@ type Result struct {
 	// Left is true when the run ended on a stop request rather than after
 	// its iterations.
 	Left bool
+	// DirectPeers and RelayedPeers count the peers update streams ran
+	// with: directly at some time, or through relays only.
+	// UnreachableLinks counts the live members no stream could be opened
+	// to for longer than the dead-member timeout.
+	DirectPeers, RelayedPeers, UnreachableLinks int
 }
 
 // peerState is what the agent knows of one other member.
@@ -328,6 +333,7 @@ func (a *Agent) track(member string, entry uint64, now time.Time) *peerState {
 		}
 		ps = &peerState{peer: p, entry: entry}
 		a.peers[member] = ps
+		a.cfg.Host.admitToRelay(p)
 		// A peer runs one member at a time: its newest incarnation.
 		a.byPeer[p] = member
 	}
@@ -710,10 +716,11 @@ func (a *Agent) detectDeaths(now time.Time) {
 }
 
 // checkAlone warns, once per DeadAfter, while the node has no live member
-// besides itself: it must never train alone while believing it is in a
-// mesh.
+// besides itself, or none it is connected to: it must never train alone
+// while believing it is in a mesh.
 func (a *Agent) checkAlone(now time.Time) {
-	if len(a.n.Live()) > 1 {
+	live := len(a.n.Live()) > 1
+	if live && a.reachable() {
 		a.aloneFrom = time.Time{}
 		return
 	}
@@ -722,7 +729,9 @@ func (a *Agent) checkAlone(now time.Time) {
 	}
 	if d := now.Sub(a.aloneFrom); d >= a.cfg.DeadAfter && now.Sub(a.aloneWarned) >= 4*a.cfg.DeadAfter {
 		msg := "no live peers: this node trains alone"
-		if a.cfg.MinMembers > 1 {
+		if live {
+			msg = "no live peer is reachable: every member this node knows is unreachable"
+		} else if a.cfg.MinMembers > 1 {
 			msg = fmt.Sprintf("no live peers: waiting for %d members before training", a.cfg.MinMembers)
 		}
 		a.log.Warn(msg, "for", d.Round(time.Second), "clock", a.n.Clock())
@@ -818,11 +827,13 @@ func (a *Agent) result(start time.Time, stopped bool) Result {
 	if fromSnap+applied > held {
 		twice = fromSnap + applied - held
 	}
+	direct, relayed, unreachable := a.linkCounts(time.Now())
 	return Result{
 		Member: a.self, Clock: a.n.Clock(), Accuracy: a.lastEval.accuracy, Loss: a.lastEval.loss,
 		Members: len(a.n.Members()), Live: len(a.n.Live()),
 		FromSnapshot: fromSnap, Applied: applied, Held: held, AppliedTwice: twice,
 		Rejected: st.Rejected, Blocked: a.blocked, Wall: time.Since(start), Left: stopped,
+		DirectPeers: direct, RelayedPeers: relayed, UnreachableLinks: unreachable,
 	}
 }
 

@@ -69,6 +69,9 @@ type HostConfig struct {
 	// message size, per-peer rate of update messages); zero fields take
 	// their defaults (DefaultLimits).
 	Limits Limits
+	// Reach, when set, adds QUIC (unless PSK is set), relays, hole
+	// punching, AutoNAT and announced addresses (see ReachConfig).
+	Reach *ReachConfig
 }
 
 // LinkShape is an emulated link: each message waits for the link to be free,
@@ -123,6 +126,10 @@ type Host struct {
 	rate       *rateLimiter
 	// rcmgr is the resource manager NewHost made, closed with the host.
 	rcmgr network.ResourceManager
+	// reach runs relays and NAT traversal (HostConfig.Reach); links tracks
+	// the paths of update streams.
+	reach *reacher
+	links linkBook
 
 	mu      sync.Mutex
 	senders map[peer.ID]*sender
@@ -178,6 +185,11 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.Allow != nil {
 		opts = append(opts, libp2p.ConnectionGater(cfg.Allow))
 	}
+	var reach *reacher
+	if cfg.Reach != nil {
+		reach = newReacher(*cfg.Reach, logger)
+		opts = append(opts, reach.options(cfg.PSK != nil)...)
+	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		_ = mgr.Close()
@@ -186,6 +198,14 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	mh := newHost(h, logger, limits)
 	mh.shape = cfg.Shape
 	mh.rcmgr = mgr
+	if reach != nil {
+		if err := reach.start(h); err != nil {
+			_ = h.Close()
+			_ = mgr.Close()
+			return nil, err
+		}
+		mh.reach = reach
+	}
 	if cfg.PSK != nil {
 		mh.log.Info("private network: connections need the pre-shared key; TCP only (go-libp2p's QUIC does not support private networks)")
 	}
@@ -327,6 +347,9 @@ func (m *Host) Close() error {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
+	if m.reach != nil {
+		m.reach.close()
+	}
 	err := m.h.Close()
 	if m.rcmgr != nil {
 		if cerr := m.rcmgr.Close(); err == nil {
@@ -346,6 +369,7 @@ func (m *Host) handleStream(s network.Stream) {
 			_ = s.Reset()
 		}
 	}()
+	m.linkUp(from, s.Conn())
 	r := bufio.NewReader(s)
 	for {
 		data, err := readMessageMax(r, m.maxMessage)
@@ -559,15 +583,26 @@ const failureLogEvery = 5 * time.Second
 func (s *sender) write(stream network.Stream, data []byte) (network.Stream, error) {
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
+		if stream != nil && s.host.betterConnThan(stream) {
+			// A direct connection came up: move to it, closing the
+			// relayed stream after what was written on it.
+			_ = stream.Close()
+			stream = nil
+		}
 		if stream == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			// Relayed connections may be limited (relay v2); updates go
+			// over them all the same.
+			ctx = network.WithAllowLimitedConn(ctx, "sketchmesh updates")
 			st, err := s.host.h.NewStream(ctx, s.to, UpdateProtocol)
 			cancel()
 			if err != nil {
 				lastErr = fmt.Errorf("open stream: %w", err)
+				s.host.linkDown(s.to, err)
 				continue
 			}
 			stream = st
+			s.host.linkUp(s.to, st.Conn())
 		}
 		if err := writeMessage(stream, data); err != nil {
 			_ = stream.Reset()

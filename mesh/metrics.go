@@ -31,6 +31,8 @@ type metricsSnapshot struct {
 	rejected                             map[string]uint64
 	resent, syncRequests                 float64
 	aloneSince                           float64
+	connDirect, connRelayed              float64
+	unreachable, reservations            float64
 }
 
 var (
@@ -48,7 +50,10 @@ var (
 	descTestLoss     = prometheus.NewDesc("sketchmesh_test_loss", "Mean loss on the test set at the last evaluation.", nil, nil)
 	descTestAcc      = prometheus.NewDesc("sketchmesh_test_accuracy", "Accuracy (0..1) on the test set at the last evaluation.", nil, nil)
 	descTrainLoss    = prometheus.NewDesc("sketchmesh_training_loss", "Mean training loss of the last mini-batch.", nil, nil)
-	descAlone        = prometheus.NewDesc("sketchmesh_alone_seconds", "How long this node has had no live member besides itself (0 when it has).", nil, nil)
+	descAlone        = prometheus.NewDesc("sketchmesh_alone_seconds", "How long this node has had no live member besides itself, or none it is connected to (0 when it has).", nil, nil)
+	descConnections  = prometheus.NewDesc("sketchmesh_connections", "Live members this node is connected to, by path: direct (some connection is direct) or relayed (all go through relays).", []string{"path"}, nil)
+	descUnreachable  = prometheus.NewDesc("sketchmesh_unreachable_links", "Live members no update stream could be opened to for longer than the dead-member timeout.", nil, nil)
+	descReservations = prometheus.NewDesc("sketchmesh_relay_reservations", "Relay reservations this node holds.", nil, nil)
 )
 
 // NewMetrics returns metrics on a registry of their own (plus the Go and
@@ -67,7 +72,8 @@ func (m *Metrics) Handler() http.Handler {
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClock, descStaleness, descBlocked, descPeers, descMembers, descBytes, descMessages,
-		descFrames, descRatio, descRejected, descSyncRequests, descTestLoss, descTestAcc, descTrainLoss, descAlone} {
+		descFrames, descRatio, descRejected, descSyncRequests, descTestLoss, descTestAcc, descTrainLoss, descAlone,
+		descConnections, descUnreachable, descReservations} {
 		ch <- d
 	}
 }
@@ -110,6 +116,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(descTestAcc, s.testAccuracy)
 	gauge(descTrainLoss, s.trainingLoss)
 	gauge(descAlone, s.aloneSince)
+	gauge(descConnections, s.connDirect, "direct")
+	gauge(descConnections, s.connRelayed, "relayed")
+	gauge(descUnreachable, s.unreachable)
+	gauge(descReservations, s.reservations)
 }
 
 // observe copies the agent's counters; it runs on the agent's loop.
@@ -128,6 +138,10 @@ func (m *Metrics) observe(a *Agent) {
 		rejected: st.Rejected, resent: float64(sy.UpdatesResent), syncRequests: float64(sy.RequestsSent),
 		aloneSince: a.alone().Seconds(),
 	}
+	direct, relayed := a.cfg.Host.ConnPaths(a.livePeers())
+	_, _, unreachable := a.linkCounts(time.Now())
+	s.connDirect, s.connRelayed = float64(direct), float64(relayed)
+	s.unreachable, s.reservations = float64(unreachable), float64(a.cfg.Host.Reservations())
 	m.mu.Lock()
 	m.s = s
 	m.mu.Unlock()
