@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,18 +45,31 @@ type proc struct {
 	addr    string // its first listening multiaddr
 	metrics string // its metrics URL
 	done    chan error
+	mu      sync.Mutex // guards stdout, addr and metrics while it runs
 }
 
 // startNode starts `sketchmesh run` with args and waits until it prints
 // its address and serves metrics.
 func startNode(t *testing.T, bin, name string, args ...string) *proc {
 	t.Helper()
+	return startNodeIn(t, nil, bin, name, args...)
+}
+
+// startNodeIn is startNode run through a command prefix, such as
+// ip netns exec NS. Without --listen in args the node listens on
+// 127.0.0.1.
+func startNodeIn(t *testing.T, prefix []string, bin, name string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, done: make(chan error, 1)}
-	base := []string{"run", "--data", "rcv1", "--listen", "/ip4/127.0.0.1/tcp/0", "--metrics", "127.0.0.1:0",
+	base := []string{"run", "--data", "rcv1", "--metrics", "127.0.0.1:0",
 		"--iterations", strconv.Itoa(e2eIterations), "--staleness", "2",
 		"--codec", "sketchml", "--min-iteration-time", "25ms", "--dead-after", "1s", "--heartbeat", "200ms",
 		"--checkpoint-every", "5", "--log-format", "json", "--json"}
-	p.cmd = exec.Command(bin, append(base, args...)...)
+	if !slices.Contains(args, "--listen") {
+		base = append(base, "--listen", "/ip4/127.0.0.1/tcp/0")
+	}
+	argv := append(append(slices.Clone(prefix), bin), append(base, args...)...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +82,7 @@ func startNode(t *testing.T, bin, name string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	ready := make(chan struct{}, 2)
-	var mu sync.Mutex
+	mu := &p.mu
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {

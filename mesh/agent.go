@@ -333,7 +333,7 @@ func (a *Agent) track(member string, entry uint64, now time.Time) *peerState {
 		}
 		ps = &peerState{peer: p, entry: entry}
 		a.peers[member] = ps
-		a.cfg.Host.admitToRelay(p)
+		a.cfg.Host.addMember(p)
 		// A peer runs one member at a time: its newest incarnation.
 		a.byPeer[p] = member
 	}

@@ -37,8 +37,9 @@ import (
 //     relay; with RelayService it is a relay itself, for the members of its
 //     mesh only, and without relay v2's per-connection limits (see
 //     MeshRelayResources);
-//   - reservations with the relays among the members (peers whose identify
-//     lists the relay v2 hop protocol) and with ReachConfig.Relays, renewed
+//   - reservations with the relays among the members (members whose
+//     identify lists the relay v2 hop protocol) and with
+//     ReachConfig.Relays, renewed
 //     before they expire and taken again when a relay drops; each one adds
 //     this host's circuit addresses (<relay address>/p2p/<relay>/p2p-circuit)
 //     to the addresses it advertises, after its direct ones;
@@ -73,10 +74,11 @@ type ReachConfig struct {
 	// this node, a DNS name. They are advertised first.
 	Announce []ma.Multiaddr
 	// RelayService makes the host a circuit relay v2 for the members of its
-	// mesh (see MeshRelayResources); the agent tells it who they are.
+	// mesh (see MeshRelayResources).
 	RelayService bool
 	// Relays are relays to hold reservations with besides the members that
-	// offer relay service, which are found without being listed.
+	// offer relay service, which are found without being listed. (The
+	// agent tells the host who the members are, as it learns of them.)
 	Relays []peer.AddrInfo
 	// MaxReservations is how many relays the host holds reservations with
 	// at once (default 2). A relay itself holds none.
@@ -132,9 +134,11 @@ type reacher struct {
 	h     host.Host
 	relay *relayv2.Relay
 
-	mu      sync.Mutex
-	held    map[peer.ID]*reservation
-	retry   map[peer.ID]backoff
+	mu    sync.Mutex
+	held  map[peer.ID]*reservation
+	retry map[peer.ID]backoff
+	// members are the peers of the mesh's members: the relay service
+	// serves them only, and the relays among them are candidates.
 	members map[peer.ID]bool
 	upgrade map[peer.ID]*backoff
 	// refused counts reservations relays refused; lacking is set while the
@@ -232,11 +236,20 @@ func (r *reacher) close() {
 	}
 }
 
-// admit lets member's peer use the relay service.
+// admit records p as a member's peer, and wakes the loop: it may be a
+// relay.
 func (r *reacher) admit(p peer.ID) {
 	r.mu.Lock()
 	r.members[p] = true
 	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *reacher) wake() {
+	select {
+	case r.poke <- struct{}{}:
+	default:
+	}
 }
 
 // relayACL lets only the mesh's members reserve and connect.
@@ -373,10 +386,7 @@ func (r *reacher) watch(sub event.Subscription) {
 				r.log.Info("AutoNAT v2: address reachability", "reachable", addrList(e.Reachable),
 					"unreachable", addrList(e.Unreachable), "unknown", addrList(e.Unknown))
 			case event.EvtPeerIdentificationCompleted:
-				select {
-				case r.poke <- struct{}{}:
-				default:
-				}
+				r.wake()
 			}
 		}
 	}
@@ -439,7 +449,7 @@ func (r *reacher) reserve(now time.Time) {
 }
 
 // candidates are the relays to ask now: the configured ones, then the
-// connected peers that offer relay service, leaving out those held and
+// connected members that offer relay service, leaving out those held and
 // those waiting for a retry.
 func (r *reacher) candidates(now time.Time) []peer.AddrInfo {
 	var out []peer.AddrInfo
@@ -462,6 +472,9 @@ func (r *reacher) candidates(now time.Time) []peer.AddrInfo {
 	peers := r.h.Network().Peers()
 	slices.Sort(peers)
 	for _, p := range peers {
+		if !r.members[p] {
+			continue
+		}
 		if protos, err := r.h.Peerstore().SupportsProtocols(p, circuitproto.ProtoIDv2Hop); err != nil || len(protos) == 0 {
 			continue
 		}
@@ -663,7 +676,14 @@ type Link struct {
 type linkBook struct {
 	mu    sync.Mutex
 	peers map[peer.ID]*Link
+	// warned holds the peers whose current run of failures was warned of.
+	warned map[peer.ID]bool
 }
+
+// linkWarnAfter is how long a link fails before the host warns: a member
+// that just joined is not reachable through relays until its relay
+// addresses reach the others, a heartbeat or two later.
+const linkWarnAfter = 3 * time.Second
 
 func (b *linkBook) get(p peer.ID) *Link {
 	if b.peers == nil {
@@ -689,6 +709,7 @@ func (m *Host) linkUp(p peer.ID, c network.Conn) {
 		l.Direct = true
 	}
 	l.FailingSince = time.Time{}
+	delete(m.links.warned, p)
 	m.links.mu.Unlock()
 	path := "direct"
 	if relayed {
@@ -704,19 +725,31 @@ func (m *Host) linkUp(p peer.ID, c network.Conn) {
 	}
 }
 
-// linkDown records a failure to open an update stream to p, and warns at
-// the first of a run of them.
+// linkDown records a failure to open an update stream to p, and warns
+// once the failures have lasted linkWarnAfter.
 func (m *Host) linkDown(p peer.ID, err error) {
+	now := time.Now()
 	m.links.mu.Lock()
 	l := m.links.get(p)
 	first := l.FailingSince.IsZero()
 	if first {
-		l.FailingSince = time.Now()
+		l.FailingSince = now
+	}
+	since := l.FailingSince
+	warn := !first && now.Sub(since) >= linkWarnAfter && !m.links.warned[p]
+	if warn {
+		if m.links.warned == nil {
+			m.links.warned = map[peer.ID]bool{}
+		}
+		m.links.warned[p] = true
 	}
 	m.links.mu.Unlock()
-	if first {
-		m.log.Warn("overlay link cannot be established: no direct or relayed path to the peer; it can still fetch these updates from other members",
-			"to", shortID(p), "err", err)
+	switch {
+	case first:
+		m.log.Info("overlay link not established yet; retrying with the next update", "to", shortID(p), "err", err)
+	case warn:
+		m.log.Warn("overlay link cannot be established: no direct or relayed path to the peer (a member every site can reach, started with --relay-service, gives one)",
+			"to", shortID(p), "failing_for", now.Sub(since).Round(time.Millisecond), "err", err)
 	}
 }
 
@@ -771,10 +804,10 @@ func (m *Host) Reservations() int {
 	return m.reach.reservations()
 }
 
-// admitToRelay lets member's peer use this host's relay service, if it
-// runs one.
-func (m *Host) admitToRelay(p peer.ID) {
-	if m.reach != nil && m.reach.cfg.RelayService {
+// addMember tells the host that p runs a member of its mesh: it may use
+// the host's relay service, and it is a relay candidate if it offers one.
+func (m *Host) addMember(p peer.ID) {
+	if m.reach != nil {
 		m.reach.admit(p)
 	}
 }

@@ -81,8 +81,10 @@ func TestRelayedLinkCarriesUpdatesThenGoesDirect(t *testing.T) {
 	r := newReachHost(t, ReachConfig{RelayService: true}, logs.logger())
 	a := newReachHost(t, ReachConfig{}, logs.logger())
 	b := newReachHost(t, ReachConfig{}, logs.logger())
-	r.admitToRelay(a.h.ID())
-	r.admitToRelay(b.h.ID())
+	r.addMember(a.h.ID())
+	r.addMember(b.h.ID())
+	a.addMember(r.h.ID())
+	b.addMember(r.h.ID())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, h := range []*Host{a, b} {
@@ -316,6 +318,62 @@ func TestAloneWhenPeersUnreachable(t *testing.T) {
 	})
 	cancel()
 	for range 2 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// Two members that cannot connect to each other (each one's allow list
+// leaves the other out), but hear of each other through a third: the link
+// between them is reported at warning level and counted as unreachable.
+func TestUnreachableLinkIsReported(t *testing.T) {
+	train, _, err := dataset.Builtin("rcv1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := agentSettings(train)
+	set.Iterations = 1 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hr := newTestHost(t)
+	var logs logBuffer
+	hosts := []*Host{hr}
+	for range 2 {
+		h, err := NewHost(HostConfig{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Allow: NewAllowList(hr.h.ID()), Logger: logs.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close() })
+		hosts = append(hosts, h)
+	}
+	r := startAgent(t, ctx, set, train.Shard(0, 3).Rows, nil, hr)
+	done := make(chan error, 3)
+	run := func(a *Agent) {
+		_, err := a.Run(ctx)
+		done <- err
+	}
+	go run(r)
+	var agents []*Agent
+	for i, h := range hosts[1:] {
+		reply, err := Join(ctx, h, hr.Addrs()[0], JoinRequest{Mesh: "test", Member: MemberID(h.h.ID(), 1), Settings: set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startAgent(t, ctx, reply.Settings, train.Shard(i+1, 3).Rows, reply, h)
+		a.cfg.Metrics = NewMetrics()
+		agents = append(agents, a)
+		go run(a)
+	}
+	a := agents[0]
+	eventually(t, "the link to the other member is warned of and counted as unreachable", func() bool {
+		a.cfg.Metrics.mu.Lock()
+		defer a.cfg.Metrics.mu.Unlock()
+		return a.cfg.Metrics.s.unreachable >= 1 && a.cfg.Metrics.s.live == 3 &&
+			strings.Contains(logs.String(), "level=WARN msg=\"overlay link cannot be established")
+	})
+	cancel()
+	for range 3 {
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
