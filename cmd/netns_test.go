@@ -52,7 +52,10 @@ func newSites(t *testing.T) sites {
 		{s.a, "to-a", "10.77.1.2/24", "10.77.1.1/24"},
 		{s.b, "to-b", "10.77.2.2/24", "10.77.2.1/24"},
 	} {
-		ip("-n", s.r, "link", "add", site.dev, "type", "veth", "peer", "name", "to-r", "netns", site.ns)
+		veth := []string{"-n", s.r, "link", "add", site.dev, "type", "veth", "peer", "name", "to-r", "netns", site.ns}
+		if out, err := exec.Command("ip", veth...).CombinedOutput(); err != nil {
+			t.Skipf("cannot create veth pairs between network namespaces here (ip %s: %v: %s)", strings.Join(veth, " "), err, strings.TrimSpace(string(out)))
+		}
 		ip("-n", s.r, "addr", "add", site.relayAddr, "dev", site.dev)
 		ip("-n", s.r, "link", "set", site.dev, "up")
 		ip("-n", site.ns, "addr", "add", site.addr, "dev", "to-r")
