@@ -430,7 +430,7 @@ func (n *Node) Train() error {
 	view := n.View()
 	batch := n.sampler.next(n.cfg.Shard)
 	g, loss := n.cfg.Model.Gradient(view, batch, &n.scratch)
-	delta := n.cfg.Optimizer.Update(g, 1/float64(len(n.liveList)))
+	delta := n.cfg.Optimizer.Update(g, n.stepScale())
 	intended := n.withResidual(g.Keys, delta)
 
 	frame, err := n.encode(view, batch, intended)

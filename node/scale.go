@@ -1,0 +1,111 @@
+package node
+
+import "slices"
+
+// The step scale, and suspected members.
+//
+// Every member scales its update by 1/k, its share of the mesh-wide step,
+// so that a row, once it holds every member's update of its clock, moves the
+// model by one step of the mean gradient. k must therefore count the members
+// whose updates of that clock will end up in the row, and no others:
+//
+//   - a member that is down because it died (PeerDown, DeclareDead) or left
+//     (Leave) sends no more updates, so its share goes to the others: the
+//     rows stay one full step each;
+//   - a member that is down because it cannot be reached (Suspect: cut off
+//     by a partition) goes on training; its updates join the rows, committed
+//     or not, when it can be reached again. It keeps its share: counting it
+//     out would make each side of a partition take full steps by itself, and
+//     the rows the sides trained through would hold the sum of those steps
+//     once the partition heals, one step per side instead of one.
+//
+// A suspected member is down for everything but the scale: the gate and the
+// commit of rows do not wait for it, nothing is routed to it, and a Syncer
+// keeps every frame while it is down, as for any member down without notice.
+// Which of the two a silent member is, the core cannot tell; the driver
+// decides, as it decides liveness. PeerUp returns either to the live set.
+//
+// Frames of sufficient factors (Config.Factors) take their scale from the
+// live members alone for now; with a suspected member they are larger than
+// the delta frames would be.
+//
+// A suspected member is one of the node's members with no entry in the
+// live map (PeerDown leaves a dead member's entry there, false); every
+// place that writes the map (New, setLive, start) writes an entry, so only
+// Suspect removes one.
+
+// Suspect takes member id out of the live set, as PeerDown does, but keeps
+// its share of the step (see above): the member is presumed alive and cut
+// off. It applies to a live or a dead member; PeerUp ends the suspicion with
+// the member back, DeclareDead with the member dead (PeerDown does nothing
+// to a suspected member: it is down already). The node's own id, members
+// that left and ids that are not members are ignored.
+func (n *Node) Suspect(id string) {
+	if id == n.cfg.ID || !n.isMember(id) {
+		return
+	}
+	if _, gone := n.left[id]; gone {
+		return
+	}
+	if n.live[id] {
+		n.PeerDown(id)
+	}
+	delete(n.live, id)
+}
+
+// DeclareDead takes member id out of the live set and out of the step
+// scale: PeerDown for a live member, the end of the suspicion for a
+// suspected one.
+func (n *Node) DeclareDead(id string) {
+	if !n.Suspected(id) {
+		n.PeerDown(id)
+		return
+	}
+	n.live[id] = false
+}
+
+// Suspected reports whether member id is suspected (see Suspect).
+func (n *Node) Suspected(id string) bool {
+	if _, gone := n.left[id]; gone || !n.isMember(id) {
+		return false
+	}
+	_, known := n.live[id]
+	return !known
+}
+
+// Shares returns the number of members the step is divided among: the live
+// ones, the node itself included, and the suspected ones.
+func (n *Node) Shares() int {
+	k := len(n.liveList)
+	if len(n.live) == len(n.members) {
+		return k // nobody is suspected
+	}
+	for _, m := range n.members {
+		if _, known := n.live[m]; !known {
+			if _, gone := n.left[m]; !gone {
+				k++
+			}
+		}
+	}
+	return k
+}
+
+// stepScale is the factor Train scales its update by, 1/Shares().
+func (n *Node) stepScale() float64 { return 1 / float64(n.Shares()) }
+
+func (n *Node) isMember(id string) bool {
+	_, ok := slices.BinarySearch(n.members, id)
+	return ok
+}
+
+// Suspect marks a member suspected (see Node.Suspect).
+func (s *Syncer) Suspect(id string) {
+	s.Node.Suspect(id)
+	s.updateDegraded()
+}
+
+// DeclareDead marks a member dead (see Node.DeclareDead).
+func (s *Syncer) DeclareDead(id string) {
+	s.Node.DeclareDead(id)
+	s.updateDegraded()
+}
