@@ -36,7 +36,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	wan := fs.String("wan", "lan", "modelled network: lan, geo3 or latency=50ms,bandwidth=100Mbit, optionally followed by ,loss=0.01 ,jitter=5ms ,dup=0.001 ,reorder=0.01")
 	computeTime := fs.Duration("compute-time", 10*time.Millisecond, "virtual compute time of one iteration")
 	relayWindow := fs.Duration("relay-window", time.Millisecond, "virtual time a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
-	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal'")
+	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal', 'at 45: join 2'")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sketchmesh simulate [flags]\n\nRuns the node core of every member as a discrete-event simulation on a virtual clock, in one goroutine, replayable by seed.\n\nFlags:")
@@ -125,8 +125,12 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "%d nodes (%d live at the end), %d iterations: %.2f simulated seconds in %.2f wall seconds, %.0f node-iterations per wall second\n",
-			rep.Nodes, rep.LiveNodes, rep.Iterations, rep.SimulatedSeconds, rep.WallSeconds, rep.NodeIterationsPerSecond)
+		joined := ""
+		if rep.Joined > 0 {
+			joined = fmt.Sprintf(", %d joined", rep.Joined)
+		}
+		fmt.Fprintf(stdout, "%d nodes (%d live at the end%s), %d iterations: %.2f simulated seconds in %.2f wall seconds, %.0f node-iterations per wall second\n",
+			rep.Nodes, rep.LiveNodes, joined, rep.Iterations, rep.SimulatedSeconds, rep.WallSeconds, rep.NodeIterationsPerSecond)
 		fmt.Fprintf(stdout, "final test accuracy %s, test loss %.4f (mean over live nodes)\n", pct(rep.FinalTestAccuracy), rep.FinalTestLoss)
 		fmt.Fprintf(stdout, "per node per iteration: %.2f messages, %s; staleness max %d, mean %.2f; %.2f s blocked per node\n",
 			rep.MessagesPerNodePerIteration, humanBytes(rep.BytesPerNodePerIteration), rep.StalenessObservedMax, rep.StalenessObservedMean, rep.BlockedSecondsPerNode)

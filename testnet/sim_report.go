@@ -37,8 +37,11 @@ type SimReport struct {
 	NodeIterations                   uint64  `json:"node_iterations"`
 	NodeIterationsPerSecond          float64 `json:"node_iterations_per_second"`
 	SimulatedNodeIterationsPerSecond float64 `json:"simulated_node_iterations_per_second"`
-	// LiveNodes are the nodes alive at the end; the test figures are means
-	// over them (accuracy absent for regression).
+	// Joined counts the members the scenario added (join).
+	Joined int `json:"joined,omitempty"`
+	// LiveNodes are the nodes alive at the end, members that joined
+	// included; the test figures are means over them (accuracy absent for
+	// regression).
 	LiveNodes         int      `json:"live_nodes"`
 	FinalTestLoss     float64  `json:"final_test_loss"`
 	FinalTestAccuracy *float64 `json:"final_test_accuracy,omitempty"`
@@ -77,8 +80,9 @@ type SimReport struct {
 
 // SimInvariants are the properties every run must have, checked at the end.
 type SimInvariants struct {
-	// AppliedTwice is how many more updates the cores applied than the
-	// distinct updates they hold: must be 0.
+	// AppliedTwice is how many more updates the cores applied (on top of
+	// those a joiner's snapshot held, node.Node.Ledger) than the distinct
+	// updates they hold: must be 0.
 	AppliedTwice uint64 `json:"applied_twice"`
 	// MaxReadStaleness is the largest staleness of any read (in iterations,
 	// against the members the reader counted live): must be at most s.
@@ -135,6 +139,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 		Duplicated:           s.dups,
 		Rejected:             map[string]uint64{},
 		Assertions:           s.assertions,
+		Joined:               s.joined,
 	}
 	if cfg.Faults != nil {
 		r.Scenario = cfg.Faults.Name

@@ -30,6 +30,7 @@ type Step struct {
 	nodes  nodeSet   // kill, restart, slow
 	groups []nodeSet // partition
 	value  float64   // slow factor; loss, dup and reorder probability; assertion bound
+	count  int       // join
 	metric string    // assert
 	cmp    string    // assert
 }
@@ -59,6 +60,7 @@ var (
 //	at 25: restart 2           # a killed node resumes with the state it had
 //	at 30: partition 0-7 | 8-15
 //	at 40: heal                # every partition ends
+//	at 42: join 2              # two new members start from live members' snapshots
 //	at 45: assert staleness <= 3
 //	at end: assert loss <= 0.4
 //
@@ -74,8 +76,12 @@ var (
 // undelivered or applied_twice (as in the report's invariants) with <=, <,
 // >=, > or ==; its outcome is reported, it does not stop the run.
 //
-// join is not supported yet: a node core's membership is fixed when it is
-// created. Errors name the file and line.
+// join adds one new member (join k adds k): each starts from the snapshot of
+// a live member and is admitted by the rest, as Simulate describes. New
+// members are numbered on from the run's nodes in the order they join, so
+// later steps can name them; a node set that names a node, or a percentage,
+// counts the nodes started by then, dead ones included. Errors name the file
+// and line.
 func ParseScenario(r io.Reader, name string) (*Scenario, error) {
 	sc := &Scenario{Name: name}
 	in := bufio.NewScanner(r)
@@ -183,9 +189,18 @@ func parseStep(text string) (Step, error) {
 			return Step{}, fmt.Errorf("assert: unknown metric %q (known: %s)", st.metric, strings.Join(assertMetrics, ", "))
 		}
 	case "join":
-		return Step{}, fmt.Errorf("join is not supported yet: a node core's membership is fixed when it is created")
+		st.count = 1
+		switch {
+		case len(args) > 1:
+			return Step{}, fmt.Errorf("join: want nothing or a number of new members, such as join or join 3")
+		case len(args) == 1:
+			st.count, err = strconv.Atoi(args[0])
+			if err != nil || st.count < 1 || st.count > MaxSimNodes {
+				return Step{}, fmt.Errorf("join: %q is not a number of new members from 1 to %d", args[0], MaxSimNodes)
+			}
+		}
 	default:
-		return Step{}, fmt.Errorf("unknown step %q (known: kill, restart, partition, heal, slow, loss, dup, reorder, assert)", st.op)
+		return Step{}, fmt.Errorf("unknown step %q (known: kill, restart, partition, heal, join, slow, loss, dup, reorder, assert)", st.op)
 	}
 	if err != nil {
 		return Step{}, fmt.Errorf("%s: %w", st.op, err)

@@ -1,0 +1,304 @@
+package testnet
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runSim runs cfg and returns the simulator, for a look at its cores, with
+// its report.
+func runSim(t *testing.T, cfg SimConfig) (*sim, *SimReport) {
+	t.Helper()
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := s.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s, s.report(time.Second)
+}
+
+// checkConverged asserts what every run must end with, members that joined
+// included: each core's ledger adds up (every update it holds applied
+// exactly once, counting what its snapshot held), and the live nodes know
+// every member, count exactly the live ones as live (none suspected), have
+// run every iteration, hold the same updates and hold the same view.
+func checkConverged(t *testing.T, label string, s *sim) {
+	t.Helper()
+	var live []*simNode
+	for _, n := range s.nodes {
+		base, applied, held := n.core.Ledger()
+		if base+applied != held {
+			t.Errorf("%s: %s's ledger: %d from its snapshot + %d applied, for %d held", label, n.id, base, applied, held)
+		}
+		if n.alive {
+			live = append(live, n)
+		}
+	}
+	ref := live[0]
+	for _, n := range live {
+		c := n.core
+		if got := len(c.Members()); got != len(s.nodes) {
+			t.Errorf("%s: %s knows %d members of %d", label, n.id, got, len(s.nodes))
+		}
+		if c.Shares() != len(live) || len(c.Live()) != len(live) {
+			t.Errorf("%s: %s counts %d live and %d shares, want %d", label, n.id, len(c.Live()), c.Shares(), len(live))
+		}
+		if c.Clock() != s.iters {
+			t.Errorf("%s: %s stopped at clock %d", label, n.id, c.Clock())
+		}
+		for _, m := range s.nodes {
+			if got, want := c.VectorClock().Get(m.id), ref.core.VectorClock().Get(m.id); got != want {
+				t.Errorf("%s: %s holds %s up to %d, %s up to %d", label, n.id, m.id, got, ref.id, want)
+			}
+		}
+		var d float64
+		for i, v := range c.View() {
+			d = max(d, math.Abs(v-ref.core.View()[i]))
+		}
+		if d > 1e-9 {
+			t.Errorf("%s: %s's view differs from %s's by %g", label, n.id, ref.id, d)
+		}
+	}
+}
+
+// Members join during a partition, after a kill, and after the heal; a
+// joiner is killed and restarted; a node that was dead while others joined
+// comes back. Over seeds, staleness bounds, both overlays and two networks,
+// the joiners catch up, everyone ends with the same updates, each applied
+// once, and every run replays.
+func TestSimJoin(t *testing.T) {
+	script := `at 0: loss 0.03
+at 3: join                      # node 8
+at 5: kill 3
+at 6: kill 8                    # the joiner dies; what it sent must still spread
+at 8: partition 0-3,8 | 4-7     # joiners 9 and 10 start on their donors' sides
+at 9: join 2
+at 12: heal
+at 13: restart 3                # learns of 9 and 10 on its way back
+at 14: join                     # node 11
+at 15: restart 8                # the first joiner resumes, far behind
+at end: assert applied_twice == 0
+at end: assert undelivered == 0`
+	sc, err := ParseScenario(strings.NewReader(script), "join.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := 8
+	if testing.Short() {
+		seeds = 2
+	}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		cfg := simConfig(t, 8, 20, seed)
+		cfg.Faults, cfg.Staleness = sc, int(seed%3)
+		if seed%2 == 0 {
+			cfg.Topology = "full"
+		}
+		if seed%4 >= 2 {
+			if cfg.WAN, err = ParseLinkProfile("geo3"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		label := fmt.Sprintf("seed %d", seed)
+		s, r := runSim(t, cfg)
+		if !r.Invariants.OK || r.Joined != 4 || r.LiveNodes != 12 {
+			t.Fatalf("%s (s=%d, %s, %s): invariants %+v, %d joined, %d live", label, cfg.Staleness, cfg.Topology, cfg.WAN.Name, r.Invariants, r.Joined, r.LiveNodes)
+		}
+		for _, a := range r.Assertions {
+			if !a.Passed {
+				t.Fatalf("%s: %s failed with value %v", label, a.Step, a.Value)
+			}
+		}
+		checkConverged(t, label, s)
+		// A joiner starts from its donor's rows and brings a shard nobody
+		// else trains on.
+		for _, n := range s.nodes[8:] {
+			if start := n.core.Config().Start; start == nil || start.Clock != n.entry || n.entry >= s.iters {
+				t.Errorf("%s: %s entered at clock %d", label, n.id, n.entry)
+			}
+			if got, want := len(n.core.Config().Shard), len(s.shuffled.Shard(n.idx, 12).Rows); got != want {
+				t.Errorf("%s: %s trains on %d rows, want shard %d of 12 (%d rows)", label, n.id, got, n.idx, want)
+			}
+		}
+		if again := simulate(t, cfg); again.TraceHash != r.TraceHash || again.FinalTestLoss != r.FinalTestLoss {
+			t.Fatalf("%s: rerun gives trace %s, first run %s", label, again.TraceHash, r.TraceHash)
+		}
+	}
+}
+
+// The admission announcement reaches each live node the one-way latency
+// between the donor's site and its own after the join, but not across a
+// partition: a node cut off from the donor learns of the joiner at the
+// liveness update after the heal.
+func TestSimJoinAnnouncement(t *testing.T) {
+	cfg := simConfig(t, 6, 10, 4)
+	wan, err := ParseLinkProfile("geo3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WAN = wan
+	cfg.Faults, err = ParseScenario(strings.NewReader("at 2: partition 0-2 | 3-5\nat 2: join\nat 3: heal"), "a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range s.steps[:2] {
+		if err := s.fire(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joiner := s.nodes[6]
+	var donor *simNode
+	for _, n := range s.nodes[:6] {
+		if n.knows[joiner.idx] {
+			if donor != nil {
+				t.Fatalf("%s and %s know the joiner at once", donor.id, n.id)
+			}
+			donor = n
+		}
+	}
+	if donor == nil || joiner.group != donor.group || !slices.Contains(donor.core.Members(), joiner.id) {
+		t.Fatalf("donor %v, joiner's group %d", donor, joiner.group)
+	}
+	if joiner.entry != 0 || joiner.core.Clock() != 0 {
+		t.Fatalf("joiner entered at %d, clock %d", joiner.entry, joiner.core.Clock())
+	}
+	// One announcement per live node but the donor, at the site latency.
+	var announcements []simEvent
+	for _, ev := range s.q {
+		if ev.kind == evAdmit {
+			announcements = append(announcements, ev)
+		}
+	}
+	slices.SortFunc(announcements, func(a, b simEvent) int { return int(a.at - b.at) })
+	if len(announcements) != 5 {
+		t.Fatalf("%d announcements, want 5", len(announcements))
+	}
+	for _, ev := range announcements {
+		n := s.nodes[ev.node]
+		if n == donor || int(ev.tag) != donor.idx || int(ev.from) != joiner.idx {
+			t.Fatalf("announcement %+v", ev)
+		}
+		if want := int64(wan.Latency[donor.site][n.site]); ev.at != want {
+			t.Errorf("announcement to %s (site %d) from site %d arrives at %v, want %v", n.id, n.site, donor.site, time.Duration(ev.at), time.Duration(want))
+		}
+		s.now = ev.at
+		s.admitted(ev)
+		if got := n.knows[joiner.idx]; got != (n.group == donor.group) {
+			t.Errorf("%s in group %d knows the joiner: %v (donor in group %d)", n.id, n.group, got, donor.group)
+		}
+		if got := slices.Contains(n.core.Live(), joiner.id); got != n.knows[joiner.idx] {
+			t.Errorf("%s counts the joiner live: %v", n.id, got)
+		}
+	}
+	if err := s.fire(s.steps[2]); err != nil {
+		t.Fatal(err)
+	}
+	s.updateLiveness()
+	for _, n := range s.nodes {
+		if !n.knows[joiner.idx] && n != joiner || n.core.Shares() != 7 || len(n.core.Live()) != 7 {
+			t.Errorf("after the heal %s knows the joiner: %v; %d live, %d shares", n.id, n.knows[joiner.idx], len(n.core.Live()), n.core.Shares())
+		}
+	}
+}
+
+// While a partition lasts, each node counts the other side's members
+// suspected: out of its live set, in its step's share.
+func TestSimPartitionSuspects(t *testing.T) {
+	cfg := simConfig(t, 8, 12, 1)
+	sc, err := ParseScenario(strings.NewReader("at 3: kill 7\nat 5: partition 0-3 | 4-7"), "p.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Faults = sc
+	s, _ := runSim(t, cfg)
+	for _, n := range s.nodes[:7] {
+		c := n.core
+		other := 4
+		if n.idx < 4 {
+			other = 3
+		}
+		if len(c.Live()) != 7-other || c.Shares() != 7 {
+			t.Errorf("%s: %d live, %d shares; want %d and 7", n.id, len(c.Live()), c.Shares(), 7-other)
+		}
+		for _, m := range s.nodes[:7] {
+			if got, want := c.Suspected(m.id), m.group != n.group; got != want {
+				t.Errorf("%s suspects %s: %v", n.id, m.id, got)
+			}
+		}
+		if c.Suspected(s.nodes[7].id) || slices.Contains(c.Live(), s.nodes[7].id) {
+			t.Errorf("%s counts the dead node 7 live or suspected", n.id)
+		}
+	}
+}
+
+// A partition and its heal end where a fault-free run ends: each side steps
+// at its share of the whole mesh's step, and after the heal the rows hold
+// one step each. (Were each side to scale by its own size, the run would
+// end about 1 % lower, from the extra steps.)
+func TestSimPartitionKeepsTheStep(t *testing.T) {
+	sc, err := ParseScenario(strings.NewReader("at 5: partition 0-3 | 4-7\nat 12: heal"), "p.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := uint64(1); seed <= 2; seed++ {
+		cfg := simConfig(t, 8, 20, seed)
+		cfg.LR = 2
+		clean := simulate(t, cfg)
+		cfg.Faults = sc
+		split := simulate(t, cfg)
+		if !split.Invariants.OK || split.Dropped["partition"] == 0 {
+			t.Fatalf("seed %d: invariants %+v, %d messages cut", seed, split.Invariants, split.Dropped["partition"])
+		}
+		if ratio := split.FinalTestLoss / clean.FinalTestLoss; math.Abs(ratio-1) > 0.001 {
+			t.Errorf("seed %d: loss %.5f after the partition, %.5f without: ratio %.4f", seed, split.FinalTestLoss, clean.FinalTestLoss, ratio)
+		}
+	}
+}
+
+// Node sets name and count the nodes started by the time their step fires,
+// joiners included.
+func TestSimStepsCountJoiners(t *testing.T) {
+	cfg := simConfig(t, 8, 10, 1)
+	sc, err := ParseScenario(strings.NewReader("at 5: kill 75%-100%\nat 2: join 4\nat 5: partition 0-5 | 6-11\nat 6: kill 11"), "c.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Faults = sc
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.p != 12 || len(s.steps) != 4 || s.steps[0].op != "join" {
+		t.Fatalf("%d nodes, steps %+v", s.p, s.steps)
+	}
+	if got := s.steps[1].nodes; !slices.Equal(got, []int{9, 10, 11}) {
+		t.Errorf("75%%-100%% of 12 nodes: %v", got)
+	}
+	if got := s.steps[2].groups; len(got) != 12 || got[5] != 0 || got[6] != 1 || got[11] != 1 {
+		t.Errorf("groups %v", got)
+	}
+	if s.ids[0] != "n00" || s.ids[11] != "n11" {
+		t.Errorf("ids %v", s.ids)
+	}
+}
