@@ -272,7 +272,7 @@ func TestBucket(t *testing.T) {
 // A peer over its rate is slowed down, not cut off: every message arrives,
 // and the held ones are counted.
 func TestRateLimitHoldsBackWithoutLoss(t *testing.T) {
-	victim, err := NewHost(HostConfig{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Limits: Limits{UpdateMessagesPerSecond: 200}})
+	victim, err := NewHost(HostConfig{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Limits: Limits{UpdateMessagesPerSecond: 40}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestRateLimitHoldsBackWithoutLoss(t *testing.T) {
 	if err := sender.Connect(ctx, info(victim)); err != nil {
 		t.Fatal(err)
 	}
-	const n = 300
+	const n = 80
 	for i := 0; i < n; i++ {
 		sender.Send(victim.ID(), []byte{byte(i)})
 	}
@@ -297,10 +297,12 @@ func TestRateLimitHoldsBackWithoutLoss(t *testing.T) {
 			t.Fatalf("%d of %d messages arrived", i, n)
 		}
 	}
-	// The first 200 pass on the burst (less what the bucket refills
-	// meanwhile); every later one waits.
-	if tr := victim.Traffic(); tr.Throttled < n-200-50 || tr.ThrottledSeconds <= 0 {
-		t.Fatalf("throttled %d messages for %.3fs, want about %d", tr.Throttled, tr.ThrottledSeconds, n-200)
+	// The first 40 pass on the burst; what the bucket refills meanwhile
+	// depends on how fast the sender runs (TestBucket checks the
+	// arithmetic), but 80 messages cannot all pass within the second the
+	// later ones are spread over.
+	if tr := victim.Traffic(); tr.Throttled == 0 || tr.ThrottledSeconds <= 0 {
+		t.Fatalf("throttled %d messages for %.3fs, want some held back", tr.Throttled, tr.ThrottledSeconds)
 	}
 }
 
