@@ -13,6 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
@@ -152,6 +153,49 @@ func TestRelayedLinkCarriesUpdatesThenGoesDirect(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("no log line %q", want)
 		}
+	}
+}
+
+// A relay that is not a member keeps relay v2's default limits: the hosts
+// warn of them, and updates still go over its limited connections, in both
+// directions.
+func TestUpdatesOverALimitedRelay(t *testing.T) {
+	var logs logBuffer
+	r := newReachHost(t, ReachConfig{}, nil)
+	if _, err := relayv2.New(r.h); err != nil {
+		t.Fatal(err)
+	}
+	a := newReachHost(t, ReachConfig{Relays: []peer.AddrInfo{info(r)}}, logs.logger())
+	b := newReachHost(t, ReachConfig{Relays: []peer.AddrInfo{info(r)}}, logs.logger())
+	eventually(t, "both hold a reservation with the relay", func() bool { return a.Reservations() == 1 && b.Reservations() == 1 })
+	a.h.Peerstore().AddAddrs(b.h.ID(), circuitAddrs(b), peerstore.PermanentAddrTTL)
+	a.Send(b.ID(), []byte("over a limited relay"))
+	select {
+	case m := <-b.Inbox():
+		if string(m.Data) != "over a limited relay" {
+			t.Fatalf("got %q", m.Data)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("nothing arrived over the limited relay")
+	}
+	limited := false
+	for _, c := range a.h.Network().ConnsToPeer(b.h.ID()) {
+		limited = limited || c.Stat().Limited
+	}
+	if !limited {
+		t.Errorf("no limited connection from a to b")
+	}
+	b.Send(a.ID(), []byte("and back"))
+	select {
+	case m := <-a.Inbox():
+		if string(m.Data) != "and back" {
+			t.Fatalf("got %q", m.Data)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("nothing came back over the limited relay")
+	}
+	if !strings.Contains(logs.String(), "relay limits each relayed connection") {
+		t.Errorf("no warning of the relay's limits:\n%s", logs.String())
 	}
 }
 
