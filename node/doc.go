@@ -48,4 +48,17 @@
 // clock further ahead than any honest member can be, a frame the codec
 // rejects or one whose keys fall outside the model: each is dropped and
 // counted by reason in Stats.Rejected; nothing of it is applied or relayed.
+// In a signed mesh (Config.Auth), an update whose signature verifies but
+// whose content is refused (a frame that does not decode, NaN, a norm past
+// the bound) still counts as its origin's update for that clock, with
+// nothing in it, and is forwarded unchanged: otherwise a member that sends
+// poison would close every staleness gate for good. Without signatures it
+// is dropped, since anyone could then block a member's clock with a forgery.
+//
+// # Membership
+//
+// Members join from a snapshot of another member's rows, leave with notice
+// or are declared down by the driver; see membership.go. Updates are scaled
+// by the members whose updates for a clock will be in the row (see
+// scale.go): members that are only cut off keep their share.
 package node

@@ -33,9 +33,12 @@ import (
 type MemberEntry struct {
 	ID   string
 	Live bool
+	// Entry is the clock the member joined at: it has no updates at or
+	// below it (0 for a member from the start).
+	Entry uint64
 	// High is the contiguous high-water mark of the member's updates in
-	// the snapshot's rows; Ahead lists the clocks above High (and at most
-	// the rows' clock) that the rows also hold.
+	// the snapshot's rows, at least Entry; Ahead lists the clocks above
+	// High (and at most the rows' clock) that the rows also hold.
 	High  uint64
 	Ahead []uint64
 }
@@ -62,7 +65,10 @@ var ErrSnapshot = errors.New("snapshot does not fit")
 func (n *Node) Snapshot() Snapshot {
 	s := Snapshot{Clock: n.committedClock, View: slices.Clone(n.committed)}
 	for _, m := range n.members {
-		e := MemberEntry{ID: m, Live: n.live[m], High: min(n.vc.Get(m), n.committedClock)}
+		// A member that joined above the rows' clock has nothing up to its
+		// entry; saying so keeps the joiner from waiting for those clocks.
+		entry := n.entryOf[m]
+		e := MemberEntry{ID: m, Live: n.live[m], Entry: entry, High: max(min(n.vc.Get(m), n.committedClock), entry)}
 		for c := range n.vc.ahead[m] {
 			if c <= n.committedClock {
 				e.Ahead = append(e.Ahead, c)
@@ -83,20 +89,29 @@ func (n *Node) start(s *Snapshot) error {
 	}
 	copy(n.committed, s.View)
 	for _, e := range s.Members {
-		if e.ID != n.cfg.ID {
-			n.fromSnapshot += e.High + uint64(len(e.Ahead))
+		if e.ID != n.cfg.ID && e.Entry <= e.High {
+			n.fromSnapshot += e.High - e.Entry + uint64(len(e.Ahead))
 		}
 	}
 	n.committedClock = s.Clock
 	n.clock = s.Clock
 	n.joinedAt = s.Clock
 	for _, e := range s.Members {
-		if e.ID == "" || e.High > s.Clock {
-			return fmt.Errorf("%w: member %q has entry %d above the rows' clock %d", ErrSnapshot, e.ID, e.High, s.Clock)
+		switch {
+		case e.ID == "":
+			return fmt.Errorf("%w: a member without an id", ErrSnapshot)
+		case e.Entry > e.High:
+			return fmt.Errorf("%w: member %q holds up to %d, below its entry clock %d", ErrSnapshot, e.ID, e.High, e.Entry)
+		case e.High > max(s.Clock, e.Entry):
+			return fmt.Errorf("%w: member %q holds up to %d, above the rows' clock %d", ErrSnapshot, e.ID, e.High, s.Clock)
 		}
 		n.insertMember(e.ID)
 		n.live[e.ID] = e.Live
 		n.vc.Set(e.ID, e.High)
+		if e.ID != n.cfg.ID && e.Entry > 0 {
+			n.setEntry(e.ID, e.Entry)
+			n.entries += e.Entry
+		}
 		for _, c := range e.Ahead {
 			if c <= e.High || c > s.Clock {
 				return fmt.Errorf("%w: member %q lists clock %d outside (%d, %d]", ErrSnapshot, e.ID, c, e.High, s.Clock)
@@ -110,6 +125,7 @@ func (n *Node) start(s *Snapshot) error {
 	n.live[n.cfg.ID] = true
 	n.vc.Set(n.cfg.ID, s.Clock)
 	n.entries += s.Clock
+	n.setEntry(n.cfg.ID, s.Clock)
 	n.setLive(n.cfg.ID, true)
 	n.rebuildRouter()
 	return nil
@@ -137,6 +153,7 @@ func (n *Node) AddMember(id string, entry uint64) {
 		before := n.vc.Get(id)
 		n.vc.Set(id, max(before, entry))
 		n.entries += n.vc.Get(id) - before
+		n.setEntry(id, entry)
 		n.rebuildRouter()
 	}
 	n.setLive(id, true)
@@ -156,6 +173,15 @@ func (n *Node) Leave(id string, last uint64) {
 	}
 	n.left[id] = last
 	n.PeerDown(id)
+}
+
+// setEntry records a member's entry clock, and counts it among the vector
+// clock entries without updates behind them.
+func (n *Node) setEntry(id string, entry uint64) {
+	if n.entryOf == nil {
+		n.entryOf = map[string]uint64{}
+	}
+	n.entryOf[id] = entry
 }
 
 // Ledger accounts for the updates in the node's view: fromSnapshot came in

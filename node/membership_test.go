@@ -88,7 +88,7 @@ func (ch *churn) join(id, donor string) {
 	n := ch.start(id, Config{ID: id, Start: &snap})
 	var held uint64
 	for _, e := range snap.Members {
-		held += e.High + uint64(len(e.Ahead))
+		held += e.High - e.Entry + uint64(len(e.Ahead))
 	}
 	ch.base[id] = held
 	ch.entry[id] = snap.Clock
@@ -301,5 +301,29 @@ func TestStartRejectsSnapshotThatDoesNotFit(t *testing.T) {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: New accepted the snapshot", name)
 		}
+	}
+}
+
+// A member that joined above a donor's rows' clock has nothing below its
+// entry: a second joiner taking that donor's snapshot must not wait for it.
+func TestSecondJoinerFromASlowerDonor(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		ch := newChurn(t, 3, 2, 30, seed)
+		ch.runUntil(func() bool { return ch.nodes["node-00"].Clock() >= 8 })
+		fast, slow := "node-00", "node-00"
+		for _, id := range ch.live() {
+			c := ch.nodes[id].Snapshot().Clock
+			if c > ch.nodes[fast].Snapshot().Clock {
+				fast = id
+			}
+			if c < ch.nodes[slow].Snapshot().Clock {
+				slow = id
+			}
+		}
+		ch.join("node-03", fast)
+		ch.join("node-04", slow)
+		ch.runUntil(ch.allDone)
+		ch.settle()
+		ch.checkConverged()
 	}
 }

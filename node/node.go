@@ -235,6 +235,9 @@ type Node struct {
 	// fromSnapshot counts the updates the starting rows held; entries sums
 	// the vector clock entries set without updates (members' entry clocks).
 	fromSnapshot, entries uint64
+	// entryOf is each member's entry clock when it joined after clock 0:
+	// it has no updates at or below it.
+	entryOf map[string]uint64
 }
 
 // New validates cfg and returns a node at clock 0 with a zero view.
@@ -612,7 +615,7 @@ func (n *Node) encode(view []float64, batch []dataset.Row, delta codec.Sparse) (
 // factors returns the sufficient factors of this node's plain-SGD update on
 // batch.
 func (n *Node) factors(view []float64, batch []dataset.Row) sfb.Factors {
-	return SGDFactors(n.cfg.Model, view, batch, n.cfg.Optimizer.Rate()/float64(len(n.liveList)))
+	return SGDFactors(n.cfg.Model, view, batch, n.cfg.Optimizer.Rate()*n.stepScale())
 }
 
 // SGDFactors returns the sufficient factors of the plain-SGD update with

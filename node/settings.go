@@ -191,9 +191,10 @@ func (s *Snapshot) WriteTo(w *wire.Writer) {
 	w.Floats(s.View)
 	w.Array(len(s.Members))
 	for _, m := range s.Members {
-		w.Array(4)
+		w.Array(5)
 		w.String(m.ID)
 		w.Bool(m.Live)
+		w.Uint(m.Entry)
 		w.Uint(m.High)
 		w.Array(len(m.Ahead))
 		for _, c := range m.Ahead {
@@ -227,7 +228,7 @@ func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
 	s.Members = make([]MemberEntry, n)
 	for i := range s.Members {
 		m := &s.Members[i]
-		if err := r.Fields("snapshot member", 4); err != nil {
+		if err := r.Fields("snapshot member", 5); err != nil {
 			return nil, err
 		}
 		if m.ID, err = r.String("member id", maxOriginBytes); err != nil {
@@ -236,7 +237,10 @@ func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
 		if m.Live, err = r.Bool("member live"); err != nil {
 			return nil, err
 		}
-		if m.High, err = r.Uint("member entry"); err != nil {
+		if m.Entry, err = r.Uint("member entry clock"); err != nil {
+			return nil, err
+		}
+		if m.High, err = r.Uint("member high-water mark"); err != nil {
 			return nil, err
 		}
 		k, err := r.Array("member gaps", 1)

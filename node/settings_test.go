@@ -198,10 +198,11 @@ func snapshotParts(s *Snapshot) []part {
 	}
 	for _, m := range s.Members {
 		ps = append(ps,
-			partOf("snapshot member", func(w *wire.Writer) { w.Array(4) }),
+			partOf("snapshot member", func(w *wire.Writer) { w.Array(5) }),
 			partOf("member id", func(w *wire.Writer) { w.String(m.ID) }),
 			partOf("member live", func(w *wire.Writer) { w.Bool(m.Live) }),
-			partOf("member entry", func(w *wire.Writer) { w.Uint(m.High) }),
+			partOf("member entry clock", func(w *wire.Writer) { w.Uint(m.Entry) }),
+			partOf("member high-water mark", func(w *wire.Writer) { w.Uint(m.High) }),
 			partOf("member gaps", func(w *wire.Writer) { w.Array(len(m.Ahead)) }))
 		for _, c := range m.Ahead {
 			ps = append(ps, partOf("member gap", func(w *wire.Writer) { w.Uint(c) }))
@@ -399,12 +400,13 @@ func TestSnapshotWrongFields(t *testing.T) {
 		t.Fatal("the parts do not add up to the encoding")
 	}
 	ms := wrongParts(ps)
+	gap := slices.IndexFunc(ps, func(p part) bool { return p.name == "member gap" })
 	ms = append(ms,
 		mutant{"three fields", "snapshot has 3 fields, want 4", replaced(ps, 0, []byte{0x93})},
-		mutant{"member with five fields", "snapshot member has 5 fields, want 4", replaced(ps, 4, []byte{0x95})},
+		mutant{"member with six fields", "snapshot member has 6 fields, want 5", replaced(ps, 4, []byte{0x96})},
 		mutant{"view NaN", "snapshot view[1] is NaN", replaced(ps, 2, partOf("", func(w *wire.Writer) { w.Floats([]float64{0, math.NaN()}) }).data)},
 		mutant{"negative clock", "snapshot clock is negative", replaced(ps, 1, []byte{0xff})},
-		mutant{"negative gap", "member gap is negative", replaced(ps, 14, []byte{0xd0, 0x80})},
+		mutant{"negative gap", "member gap is negative", replaced(ps, gap, []byte{0xd0, 0x80})},
 		mutant{"long member id", "member id claims 257 bytes", replaced(ps, 5, partOf("", func(w *wire.Writer) { w.String(strings.Repeat("x", maxOriginBytes+1)) }).data)},
 	)
 	checkRefused(t, ms, decodeSnapshotErr)
@@ -477,9 +479,10 @@ func TestSnapshotClaimsCheckedAgainstInput(t *testing.T) {
 	w.Uint(1)
 	w.Floats(nil)
 	w.Array(1)
-	w.Array(4)
+	w.Array(5)
 	w.String("a")
 	w.Bool(true)
+	w.Uint(0)
 	w.Uint(0)
 	w.Array(100)
 	data = append(w.Bytes(), make([]byte, 99)...)
