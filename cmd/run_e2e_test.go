@@ -61,7 +61,7 @@ func startNode(t *testing.T, bin, name string, args ...string) *proc {
 func startNodeIn(t *testing.T, prefix []string, bin, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, done: make(chan error, 1)}
-	base := []string{"run", "--data", "rcv1", "--metrics", "127.0.0.1:0",
+	base := []string{"run", "--data", "a9a", "--metrics", "127.0.0.1:0",
 		"--iterations", strconv.Itoa(e2eIterations), "--staleness", "2",
 		"--codec", "sketchml", "--min-iteration-time", "25ms", "--dead-after", "1s", "--heartbeat", "200ms",
 		"--checkpoint-every", "5", "--log-format", "json", "--json"}
