@@ -65,6 +65,7 @@ type runFlags struct {
 	metrics         string
 	psk             string
 	allow           string
+	robust          string
 	deadAfter       time.Duration
 	heartbeat       time.Duration
 	waitMembers     int
@@ -103,6 +104,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "directory for checkpoints; a node started with a checkpoint there resumes from it and rejoins")
 	fs.Uint64Var(&f.checkpointEvery, "checkpoint-every", 10, "iterations between checkpoints (they are also written at exit)")
 	fs.StringVar(&f.psk, "psk", "", "file holding the mesh's pre-shared key: only peers with the same key can connect (TCP only: QUIC has no private networks)")
+	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping, for meshes that may hold a faulty or malicious member)")
 	fs.StringVar(&f.allow, "allow", "", "admit only these peers: peer ids separated by commas, or @FILE for a file of them, one per line")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at this host:port, e.g. 127.0.0.1:9090 (path /metrics)")
 	fs.DurationVar(&f.deadAfter, "dead-after", 5*time.Second, "floor of the silence after which a member is declared dead; the timeout grows to 10 of the mesh's slowest rounds")
@@ -313,6 +315,7 @@ func (f *runFlags) check() error {
 		{"topology", f.topology, []string{"halton", "full"}},
 		{"sfb", f.sfb, []string{"off", "auto", "always"}},
 		{"log-format", f.logFormat, []string{"text", "json"}},
+		{"robust", f.robust, []string{"off", "clip"}},
 	} {
 		if err := oneOf(c.name, c.v, c.allowed...); err != nil {
 			return err
@@ -481,6 +484,11 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,
 		ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness, Iterations: s.Iterations,
 		BatchSize: batch, Seed: f.seed, Shard: train.Rows, Factors: s.Factors, Auth: auth,
+	}
+	if f.robust == "clip" {
+		if cfg.Robust, err = node.NewRobust(node.RobustConfig{Clip: true}); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Iterations == 0 {
 		cfg.Iterations = ^uint64(0)

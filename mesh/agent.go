@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -220,7 +221,8 @@ func NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		psCancel()
 		return nil, fmt.Errorf("start gossipsub: %w", err)
 	}
-	if err := ps.RegisterTopicValidator(topicName, validateAnnouncement); err != nil {
+	var fresh freshness
+	if err := ps.RegisterTopicValidator(topicName, fresh.validate); err != nil {
 		return nil, fmt.Errorf("register membership validator: %w", err)
 	}
 	if a.topic, err = ps.Join(topicName); err != nil {
@@ -249,19 +251,38 @@ func NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	return a, nil
 }
 
-// validateAnnouncement is the topic validator: malformed messages, and
+// freshness is the membership topic's validator. Malformed messages, and
 // hellos and leaves not signed by the member's own peer, are rejected (and
-// count against the sender's score).
-func validateAnnouncement(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+// count against the sender's score); a hello older than one already seen
+// from its member is stale and ignored (no penalty: gossip reorders).
+type freshness struct {
+	mu     sync.Mutex
+	latest map[string]uint64
+}
+
+// maxTracked bounds the members the validator remembers.
+const maxTracked = 1 << 16
+
+func (f *freshness) validate(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 	a, err := DecodeAnnouncement(m.Data)
 	if err != nil {
 		return pubsub.ValidationReject
 	}
-	if a.Kind != AnnounceAdmit {
-		if p, _ := PeerOf(a.Member); p != m.GetFrom() {
-			return pubsub.ValidationReject
-		}
+	if a.Kind == AnnounceAdmit {
+		return pubsub.ValidationAccept
 	}
+	if p, _ := PeerOf(a.Member); p != m.GetFrom() {
+		return pubsub.ValidationReject
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.latest == nil || len(f.latest) >= maxTracked {
+		f.latest = map[string]uint64{}
+	}
+	if last, ok := f.latest[a.Member]; ok && a.Kind == AnnounceHello && a.Clock < last {
+		return pubsub.ValidationIgnore
+	}
+	f.latest[a.Member] = max(f.latest[a.Member], a.Clock)
 	return pubsub.ValidationAccept
 }
 

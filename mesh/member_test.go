@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -380,4 +383,40 @@ func FuzzDecodeAnnouncement(f *testing.F) {
 			t.Fatalf("announcement changed in a round trip: %+v, then %+v", a, again)
 		}
 	})
+}
+
+// The membership validator rejects what is malformed or spoken for someone
+// else, and ignores a hello older than one already seen.
+func TestAnnouncementValidator(t *testing.T) {
+	self, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := peer.IDFromPrivateKey(self)
+	other, _, _ := crypto.GenerateEd25519Key(nil)
+	q, _ := peer.IDFromPrivateKey(other)
+	member := MemberID(p, 7)
+	msg := func(from peer.ID, a Announcement) *pubsub.Message {
+		f := []byte(from)
+		return &pubsub.Message{Message: &pb.Message{From: f, Data: EncodeAnnouncement(a)}}
+	}
+	var f freshness
+	cases := []struct {
+		name string
+		m    *pubsub.Message
+		want pubsub.ValidationResult
+	}{
+		{"hello", msg(p, Announcement{Kind: AnnounceHello, Member: member, Clock: 5}), pubsub.ValidationAccept},
+		{"older hello", msg(p, Announcement{Kind: AnnounceHello, Member: member, Clock: 4}), pubsub.ValidationIgnore},
+		{"same hello", msg(p, Announcement{Kind: AnnounceHello, Member: member, Clock: 5}), pubsub.ValidationAccept},
+		{"hello for another peer", msg(q, Announcement{Kind: AnnounceHello, Member: member, Clock: 9}), pubsub.ValidationReject},
+		{"leave", msg(p, Announcement{Kind: AnnounceLeave, Member: member, Clock: 6}), pubsub.ValidationAccept},
+		{"admit by another member", msg(q, Announcement{Kind: AnnounceAdmit, Member: member}), pubsub.ValidationAccept},
+		{"garbage", &pubsub.Message{Message: &pb.Message{From: []byte(p), Data: []byte{0x93, 1}}}, pubsub.ValidationReject},
+	}
+	for _, c := range cases {
+		if got := f.validate(context.Background(), q, c.m); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
 }
