@@ -220,7 +220,7 @@ func Join(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest) (*Join
 	if err := h.Connect(ctx, *info); err != nil {
 		return nil, fmt.Errorf("reach member at %s: %w", addr, err)
 	}
-	s, err := h.h.NewStream(ctx, info.ID, JoinProtocol)
+	s, err := h.h.NewStream(network.WithAllowLimitedConn(ctx, "join"), info.ID, JoinProtocol)
 	if err != nil {
 		return nil, fmt.Errorf("open join stream to %s: %w", info.ID, err)
 	}
