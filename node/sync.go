@@ -564,7 +564,8 @@ func (s *Syncer) handleSync(from string, data []byte) {
 // SyncRequest returns what a node stuck at its gate (or, having run all its
 // iterations, waiting for the last updates) sends: one request to each of up
 // to Fanout live members whose entry holds it back, asking for their own
-// updates up to what it accepts (its clock + s + 1). Repeated calls take the
+// updates up to what it accepts (its clock + s + 1), and the same request to
+// one other live member each, which holds them too if they reached it. Repeated calls take the
 // next laggards in turn. It returns nil when nothing holds the node back.
 // The driver sends the requests like any other message; answers arrive as
 // envelopes.
@@ -586,12 +587,33 @@ func (s *Syncer) SyncRequest() []Message {
 	start := s.lagCursor % len(laggards)
 	k := min(s.sc.Fanout, len(laggards))
 	s.lagCursor = start + k
-	out := make([]Message, 0, k)
+	out := make([]Message, 0, 2*k)
 	for i := range k {
 		q := laggards[(start+i)%len(laggards)]
-		out = append(out, s.request(q, SyncMessage{Upto: upto, Have: []SyncEntry{{Origin: q, Clock: s.vc.Get(q)}}}))
+		req := SyncMessage{Upto: upto, Have: []SyncEntry{{Origin: q, Clock: s.vc.Get(q)}}}
+		out = append(out, s.request(q, req))
+		// The same question to another member, in turn: the laggard may be
+		// unreachable from here (a link with no path), while its updates
+		// reached others, who keep them (Window).
+		if other := s.otherThan(q); other != "" {
+			out = append(out, s.request(other, req))
+		}
 	}
 	return out
+}
+
+// otherThan returns the next live member in turn that is neither this node
+// nor q, or "" when there is none.
+func (s *Syncer) otherThan(q string) string {
+	live := s.Live()
+	for range live {
+		m := live[s.peerCursor%len(live)]
+		s.peerCursor++
+		if m != s.cfg.ID && m != q {
+			return m
+		}
+	}
+	return ""
 }
 
 // AntiEntropy returns one request, to the next live member in turn, carrying

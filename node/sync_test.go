@@ -409,3 +409,63 @@ func TestSyncCorpusIsCanonical(t *testing.T) {
 		t.Fatalf("encoding starts % x", got)
 	}
 }
+
+// A link with no path at all: every message between a and b is lost, both
+// ways. The updates of each still reach the other through c, which is asked
+// for them along with the laggard itself, and all three run to the end.
+func TestSyncRoutesAroundADeadLink(t *testing.T) {
+	nodes, ids := newSyncers(t, 3, 1, 8, SyncConfig{})
+	cut := func(from, to string) bool {
+		return (from == ids[0] && to == ids[1]) || (from == ids[1] && to == ids[0])
+	}
+	var queue []flight
+	send := func(from string, msgs []Message) {
+		for _, m := range msgs {
+			queue = append(queue, flight{from: from, to: m.To, data: m.Data})
+		}
+	}
+	for round := 0; round < 200; round++ {
+		progress := false
+		for _, n := range nodes {
+			for n.CanTrain() {
+				if err := n.Train(); err != nil {
+					t.Fatal(err)
+				}
+				send(n.ID(), n.Ready().Messages)
+				progress = true
+			}
+		}
+		for len(queue) > 0 {
+			f := queue[0]
+			queue = queue[1:]
+			if cut(f.from, f.to) {
+				continue
+			}
+			for _, n := range nodes {
+				if n.ID() == f.to {
+					n.Receive(f.from, f.data)
+					send(n.ID(), n.Ready().Messages)
+				}
+			}
+			progress = true
+		}
+		done := true
+		for _, n := range nodes {
+			done = done && n.Done()
+		}
+		if done {
+			for _, n := range nodes[1:] {
+				if d := maxAbsDiff(n.View(), nodes[0].View()); d > 1e-12 {
+					t.Fatalf("%s's view differs by %g", n.ID(), d)
+				}
+			}
+			return
+		}
+		if !progress {
+			for _, n := range nodes {
+				send(n.ID(), n.SyncRequest())
+			}
+		}
+	}
+	t.Fatalf("stuck: a at %d, b at %d, c at %d", nodes[0].Clock(), nodes[1].Clock(), nodes[2].Clock())
+}
