@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -54,17 +53,13 @@ type codecBenchReport struct {
 }
 
 func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("codec-bench", flag.ContinueOnError)
+	fs := newFlagSet("codec-bench", "codec-bench [flags]", "Measures every codec on real mini-batch gradients, taken at the first iteration and after 1, 5 and 20 epochs of single-node training.", stderr)
 	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
 	modelName := fs.String("model", "lr", "model whose gradients are measured: lr, svm, linear or softmax (softmax also measures sufficient factor frames)")
 	batch := fs.Float64("batch", 0.1, "mini-batch: a fraction of the data when below 1, else a row count")
 	codecs := fs.String("codecs", strings.Join(codec.Names(), ","), "codecs to measure, comma-separated")
 	seed := fs.Uint64("seed", 1, "seed of the mini-batch sampling")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the table")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sketchmesh codec-bench [flags]\n\nMeasures every codec on real mini-batch gradients, taken at the first iteration and after 1, 5 and 20 epochs of single-node training.\n\nFlags:")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

@@ -87,6 +87,17 @@ func usage(w io.Writer, cmds map[string]command) {
 	}
 }
 
+// newFlagSet returns a command's flag set, whose usage prints the synopsis,
+// what the command does, and its flags.
+func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: sketchmesh %s\n\n%s\n\nFlags:\n", synopsis, about)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
 // parseFlags parses args into fs, turning flag errors into bad input and
 // refusing stray positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {

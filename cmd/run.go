@@ -153,13 +153,9 @@ type runReport struct {
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs := newFlagSet("run", "run --data FILE [--join MULTIADDR]... [flags]", "Runs one long-lived node: it founds a mesh, or joins one through any member's multiaddr, trains on its own data and trades updates with the mesh until its iterations are done or it is stopped (SIGINT/SIGTERM: it leaves with notice).", stderr)
 	var f runFlags
 	f.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sketchmesh run --data FILE [--join MULTIADDR]... [flags]\n\nRuns one long-lived node: it founds a mesh, or joins one through any member's multiaddr, trains on its own data and trades updates with the mesh until its iterations are done or it is stopped (SIGINT/SIGTERM: it leaves with notice).\n\nFlags:")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

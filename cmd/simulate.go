@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -18,7 +17,7 @@ import (
 )
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs := newFlagSet("simulate", "simulate [flags]", "Runs the node core of every member as a discrete-event simulation on a virtual clock, in one goroutine, replayable by seed.", stderr)
 	nodes := fs.Int("nodes", 64, fmt.Sprintf("number of simulated nodes (1-%d)", testnet.MaxSimNodes))
 	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
 	testData := fs.String("test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
@@ -38,10 +37,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	relayWindow := fs.Duration("relay-window", time.Millisecond, "virtual time a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
 	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal', 'at 45: join 2'")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sketchmesh simulate [flags]\n\nRuns the node core of every member as a discrete-event simulation on a virtual clock, in one goroutine, replayable by seed.\n\nFlags:")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

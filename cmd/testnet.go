@@ -250,13 +250,9 @@ func holdOut(d *dataset.Dataset, seed uint64) (train, test *dataset.Dataset, err
 }
 
 func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("testnet", flag.ContinueOnError)
+	fs := newFlagSet("testnet", "testnet [flags]", "Runs a local mesh of real libp2p nodes (TCP, Noise, yamux on 127.0.0.1), each training on its own shard, and reports the result.", stderr)
 	var f testnetFlags
 	f.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sketchmesh testnet [flags]\n\nRuns a local mesh of real libp2p nodes (TCP, Noise, yamux on 127.0.0.1), each training on its own shard, and reports the result.\n\nFlags:")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

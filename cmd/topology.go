@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -12,14 +11,10 @@ import (
 )
 
 func runTopology(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("topology", flag.ContinueOnError)
+	fs := newFlagSet("topology", "topology [flags]", "Builds the Halton overlay for P members and measures it against a full mesh.", stderr)
 	nodes := fs.Int("nodes", 64, "number of members P (1-65536)")
 	seed := fs.Int64("seed", 1, "seed of the synthetic member ids and of the joining and leaving member")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the table")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sketchmesh topology [flags]\n\nBuilds the Halton overlay for P members and measures it against a full mesh.\n\nFlags:")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
