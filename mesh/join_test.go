@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -16,6 +15,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/wire"
+	"github.com/sketchmesh/sketchmesh/wire/wiretest"
 )
 
 func testJoinSettings() node.Settings {
@@ -117,29 +117,29 @@ func TestJoinReplyRoundTrip(t *testing.T) {
 	}
 }
 
-func joinRequestParts(q JoinRequest) []part {
+func joinRequestParts(q JoinRequest) []wiretest.Part {
 	w := wire.NewWriter()
 	q.Settings.WriteTo(w)
-	ps := []part{
+	ps := []wiretest.Part{
 		partOf("join request", func(w *wire.Writer) { w.Array(7) }),
 		partOf("version", func(w *wire.Writer) { w.Uint(joinVersion) }),
 		partOf("kind", func(w *wire.Writer) { w.String("join") }),
 		partOf("mesh", func(w *wire.Writer) { w.String(q.Mesh) }),
 		partOf("member", func(w *wire.Writer) { w.String(q.Member) }),
-		{"settings", w.Bytes()},
+		{Name: "settings", Data: w.Bytes()},
 	}
 	ps = append(ps, stringsParts("explicit settings", q.Explicit)...)
 	return append(ps, stringsParts("addrs", q.Addrs)...)
 }
 
-func welcomeParts(p *JoinReply) []part {
+func welcomeParts(p *JoinReply) []wiretest.Part {
 	w := wire.NewWriter()
 	p.Settings.WriteTo(w)
-	ps := []part{
+	ps := []wiretest.Part{
 		partOf("join reply", func(w *wire.Writer) { w.Array(5) }),
 		partOf("version", func(w *wire.Writer) { w.Uint(joinVersion) }),
 		partOf("kind", func(w *wire.Writer) { w.String("welcome") }),
-		{"settings", w.Bytes()},
+		{Name: "settings", Data: w.Bytes()},
 		partOf("members", func(w *wire.Writer) { w.Array(len(p.Members)) }),
 	}
 	for _, m := range p.Members {
@@ -148,11 +148,11 @@ func welcomeParts(p *JoinReply) []part {
 			partOf("member", func(w *wire.Writer) { w.String(m.Member) }))
 		ps = append(ps, stringsParts("addrs", m.Addrs)...)
 	}
-	return append(ps, part{"snapshot", encodeSnapshot(p.Snapshot)})
+	return append(ps, wiretest.Part{Name: "snapshot", Data: encodeSnapshot(p.Snapshot)})
 }
 
-func refusalParts(reason string) []part {
-	return []part{
+func refusalParts(reason string) []wiretest.Part {
+	return []wiretest.Part{
 		partOf("join reply", func(w *wire.Writer) { w.Array(3) }),
 		partOf("version", func(w *wire.Writer) { w.Uint(joinVersion) }),
 		partOf("kind", func(w *wire.Writer) { w.String("refused") }),
@@ -175,40 +175,40 @@ func decodeJoinReplyErr(data []byte) error {
 func TestJoinRequestWrongFields(t *testing.T) {
 	q := testJoinRequest()
 	ps := joinRequestParts(q)
-	if !bytes.Equal(joinParts(ps), encodeJoinRequest(q)) {
+	if !bytes.Equal(wiretest.Join(ps), encodeJoinRequest(q)) {
 		t.Fatal("the parts do not add up to the encoding")
 	}
 	p := fixedPeer(3)
-	ms := append(wrongParts(ps),
-		mutant{"six fields", "join request has 6 fields, want 7", replaced(ps, 0, []byte{0x96})},
-		mutant{"eight fields", "join request has 8 fields, want 7", append(replaced(ps, 0, []byte{0x98}), 0x90)},
-		mutant{"version 2", "version 2, want 1", set(ps, "version", func(w *wire.Writer) { w.Uint(2) })},
-		mutant{"negative version", "version is negative", set(ps, "version", func(w *wire.Writer) { w.Int(-1) })},
-		mutant{"kind welcome", `kind "welcome", want "join"`, set(ps, "kind", func(w *wire.Writer) { w.String("welcome") })},
-		mutant{"long kind", "kind claims 17 bytes", set(ps, "kind", func(w *wire.Writer) { w.String(strings.Repeat("j", 17)) })},
-		mutant{"long mesh", "mesh claims 257 bytes", set(ps, "mesh", func(w *wire.Writer) { w.String(strings.Repeat("m", 257)) })},
-		mutant{"member not a peer id", `member id "node-00"`, set(ps, "member", func(w *wire.Writer) { w.String("node-00") })},
-		mutant{"member as a CID", "not in its canonical form", set(ps, "member", func(w *wire.Writer) { w.String(peer.ToCid(p).String() + "/1") })},
-		mutant{"member incarnation not a number", "not a canonical decimal", set(ps, "member", func(w *wire.Writer) { w.String(p.String() + "/one") })},
-		mutant{"long member", "member claims 257 bytes", set(ps, "member", func(w *wire.Writer) { w.String(strings.Repeat("m", 257)) })},
-		mutant{"settings l2 NaN", "l2 is NaN", set(ps, "settings", func(w *wire.Writer) {
+	ms := append(wiretest.WrongParts(ps), []wiretest.Mutant{
+		{Name: "six fields", Want: "join request has 6 fields, want 7", Data: wiretest.Replaced(ps, 0, []byte{0x96})},
+		{Name: "eight fields", Want: "join request has 8 fields, want 7", Data: append(wiretest.Replaced(ps, 0, []byte{0x98}), 0x90)},
+		{Name: "version 2", Want: "version 2, want 1", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(2) })},
+		{Name: "negative version", Want: "version is negative", Data: set(ps, "version", func(w *wire.Writer) { w.Int(-1) })},
+		{Name: "kind welcome", Want: `kind "welcome", want "join"`, Data: set(ps, "kind", func(w *wire.Writer) { w.String("welcome") })},
+		{Name: "long kind", Want: "kind claims 17 bytes", Data: set(ps, "kind", func(w *wire.Writer) { w.String(strings.Repeat("j", 17)) })},
+		{Name: "long mesh", Want: "mesh claims 257 bytes", Data: set(ps, "mesh", func(w *wire.Writer) { w.String(strings.Repeat("m", 257)) })},
+		{Name: "member not a peer id", Want: `member id "node-00"`, Data: set(ps, "member", func(w *wire.Writer) { w.String("node-00") })},
+		{Name: "member as a CID", Want: "not in its canonical form", Data: set(ps, "member", func(w *wire.Writer) { w.String(peer.ToCid(p).String() + "/1") })},
+		{Name: "member incarnation not a number", Want: "not a canonical decimal", Data: set(ps, "member", func(w *wire.Writer) { w.String(p.String() + "/one") })},
+		{Name: "long member", Want: "member claims 257 bytes", Data: set(ps, "member", func(w *wire.Writer) { w.String(strings.Repeat("m", 257)) })},
+		{Name: "settings l2 NaN", Want: "l2 is NaN", Data: set(ps, "settings", func(w *wire.Writer) {
 			s := q.Settings
 			s.L2 = math.NaN()
 			s.WriteTo(w)
 		})},
-		mutant{"settings with ten fields", "settings has 10 fields", set(ps, "settings", func(w *wire.Writer) {
+		{Name: "settings with ten fields", Want: "settings has 10 fields", Data: set(ps, "settings", func(w *wire.Writer) {
 			q.Settings.WriteTo(w)
 			w.Bytes()[0] = 0x9a
 		})},
-		mutant{"too many explicit settings", "explicit settings has 33 entries, limit 32", set(ps, "explicit settings", func(w *wire.Writer) { w.Strings(make([]string, 33)) })},
-		mutant{"long explicit setting", "explicit settings[1] claims 33 bytes", set(ps, "explicit settings[1]", func(w *wire.Writer) { w.String(strings.Repeat("s", 33)) })},
-		mutant{"too many addrs", "addrs has 33 entries, limit 32", set(ps, "addrs", func(w *wire.Writer) { w.Strings(make([]string, 33)) })},
-		mutant{"long addr", "addrs[0] claims 513 bytes", set(ps, "addrs[0]", func(w *wire.Writer) { w.String(strings.Repeat("a", 513)) })},
-		mutant{"trailing byte", "1 trailing bytes", append(encodeJoinRequest(q), 0x00)},
-	)
-	checkRefused(t, ms, wire.ErrMalformed, decodeJoinRequestErr)
+		{Name: "too many explicit settings", Want: "explicit settings has 33 entries, limit 32", Data: set(ps, "explicit settings", func(w *wire.Writer) { w.Strings(make([]string, 33)) })},
+		{Name: "long explicit setting", Want: "explicit settings[1] claims 33 bytes", Data: set(ps, "explicit settings[1]", func(w *wire.Writer) { w.String(strings.Repeat("s", 33)) })},
+		{Name: "too many addrs", Want: "addrs has 33 entries, limit 32", Data: set(ps, "addrs", func(w *wire.Writer) { w.Strings(make([]string, 33)) })},
+		{Name: "long addr", Want: "addrs[0] claims 513 bytes", Data: set(ps, "addrs[0]", func(w *wire.Writer) { w.String(strings.Repeat("a", 513)) })},
+		{Name: "trailing byte", Want: "1 trailing bytes", Data: append(encodeJoinRequest(q), 0x00)},
+	}...)
+	wiretest.CheckRefused(t, ms, wire.ErrMalformed, decodeJoinRequestErr)
 	data := encodeJoinRequest(q)
-	checkRefused(t, hostileHeaders(data), wire.ErrMalformed, decodeJoinRequestErr)
+	wiretest.CheckRefused(t, wiretest.HostileHeaders(data), wire.ErrMalformed, decodeJoinRequestErr)
 	for i := range data {
 		if err := decodeJoinRequestErr(data[:i]); err == nil {
 			t.Errorf("a %d-byte prefix accepted", i)
@@ -219,40 +219,40 @@ func TestJoinRequestWrongFields(t *testing.T) {
 func TestJoinReplyWrongFields(t *testing.T) {
 	p := testJoinReply()
 	ps := welcomeParts(p)
-	if !bytes.Equal(joinParts(ps), encodeJoinReply(p, "")) {
+	if !bytes.Equal(wiretest.Join(ps), encodeJoinReply(p, "")) {
 		t.Fatal("the parts do not add up to the encoding")
 	}
-	ms := append(wrongParts(ps),
-		mutant{"four fields", "join reply has 4 fields, want 3 or 5", replaced(ps, 0, []byte{0x94})},
-		mutant{"six fields", "join reply has 6 fields, want 3 or 5", append(replaced(ps, 0, []byte{0x96}), 0x00)},
-		mutant{"version 0", "version 0, want 1", set(ps, "version", func(w *wire.Writer) { w.Uint(0) })},
-		mutant{"kind refused in a welcome", `kind "refused", want "welcome"`, set(ps, "kind", func(w *wire.Writer) { w.String("refused") })},
-		mutant{"settings NaN", "learning rate is NaN", set(ps, "settings", func(w *wire.Writer) {
+	ms := append(wiretest.WrongParts(ps), []wiretest.Mutant{
+		{Name: "four fields", Want: "join reply has 4 fields, want 3 or 5", Data: wiretest.Replaced(ps, 0, []byte{0x94})},
+		{Name: "six fields", Want: "join reply has 6 fields, want 3 or 5", Data: append(wiretest.Replaced(ps, 0, []byte{0x96}), 0x00)},
+		{Name: "version 0", Want: "version 0, want 1", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(0) })},
+		{Name: "kind refused in a welcome", Want: `kind "refused", want "welcome"`, Data: set(ps, "kind", func(w *wire.Writer) { w.String("refused") })},
+		{Name: "settings NaN", Want: "learning rate is NaN", Data: set(ps, "settings", func(w *wire.Writer) {
 			s := p.Settings
 			s.LearningRate = math.NaN()
 			s.WriteTo(w)
 		})},
-		mutant{"member with three fields", "member has 3 fields, want 2", replaced(ps, 5, []byte{0x93})},
-		mutant{"member not a peer id", `member id "node-01"`, replaced(ps, 6, partOf("", func(w *wire.Writer) { w.String("node-01") }).data)},
-		mutant{"member as a CID", "not in its canonical form", replaced(ps, 6, partOf("", func(w *wire.Writer) { w.String(peer.ToCid(fixedPeer(1)).String()) }).data)},
-		mutant{"member too many addrs", "addrs has 33 entries, limit 32", replaced(ps, 7, partOf("", func(w *wire.Writer) { w.Strings(make([]string, 33)) }).data)},
-		mutant{"snapshot clock negative", "snapshot clock is negative", set(ps, "snapshot", func(w *wire.Writer) {
+		{Name: "member with three fields", Want: "member has 3 fields, want 2", Data: wiretest.Replaced(ps, 5, []byte{0x93})},
+		{Name: "member not a peer id", Want: `member id "node-01"`, Data: wiretest.Replaced(ps, 6, partOf("", func(w *wire.Writer) { w.String("node-01") }).Data)},
+		{Name: "member as a CID", Want: "not in its canonical form", Data: wiretest.Replaced(ps, 6, partOf("", func(w *wire.Writer) { w.String(peer.ToCid(fixedPeer(1)).String()) }).Data)},
+		{Name: "member too many addrs", Want: "addrs has 33 entries, limit 32", Data: wiretest.Replaced(ps, 7, partOf("", func(w *wire.Writer) { w.Strings(make([]string, 33)) }).Data)},
+		{Name: "snapshot clock negative", Want: "snapshot clock is negative", Data: set(ps, "snapshot", func(w *wire.Writer) {
 			w.Array(4)
 			w.Int(-1)
 			w.Floats(nil)
 			w.Array(0)
 			w.Bin(node.EncodeEnvelope(nil))
 		})},
-		mutant{"snapshot view NaN", "snapshot view[0] is NaN", set(ps, "snapshot", func(w *wire.Writer) {
+		{Name: "snapshot view NaN", Want: "snapshot view[0] is NaN", Data: set(ps, "snapshot", func(w *wire.Writer) {
 			s := *p.Snapshot
 			s.View = []float64{math.NaN()}
 			s.WriteTo(w)
 		})},
-		mutant{"trailing byte", "1 trailing bytes", append(encodeJoinReply(p, ""), 0x00)},
-	)
-	checkRefused(t, ms, wire.ErrMalformed, decodeJoinReplyErr)
+		{Name: "trailing byte", Want: "1 trailing bytes", Data: append(encodeJoinReply(p, ""), 0x00)},
+	}...)
+	wiretest.CheckRefused(t, ms, wire.ErrMalformed, decodeJoinReplyErr)
 	data := encodeJoinReply(p, "")
-	checkRefused(t, hostileHeaders(data), wire.ErrMalformed, decodeJoinReplyErr)
+	wiretest.CheckRefused(t, wiretest.HostileHeaders(data), wire.ErrMalformed, decodeJoinReplyErr)
 	for i := range data {
 		if err := decodeJoinReplyErr(data[:i]); err == nil {
 			t.Errorf("a %d-byte prefix accepted", i)
@@ -261,18 +261,18 @@ func TestJoinReplyWrongFields(t *testing.T) {
 
 	// A refusal's fields, wrong in turn.
 	rs := refusalParts("no")
-	if !bytes.Equal(joinParts(rs), encodeJoinReply(nil, "no")) {
+	if !bytes.Equal(wiretest.Join(rs), encodeJoinReply(nil, "no")) {
 		t.Fatal("the refusal's parts do not add up to its encoding")
 	}
-	ms = append(wrongParts(rs),
-		mutant{"version 2", "version 2, want 1", set(rs, "version", func(w *wire.Writer) { w.Uint(2) })},
-		mutant{"kind welcome in a refusal", `kind "welcome", want "refused"`, set(rs, "kind", func(w *wire.Writer) { w.String("welcome") })},
-		mutant{"long reason", "reason claims 4097 bytes", set(rs, "reason", func(w *wire.Writer) { w.String(strings.Repeat("r", 4097)) })},
-		mutant{"trailing byte", "1 trailing bytes", append(encodeJoinReply(nil, "no"), 0x00)},
-	)
-	checkRefused(t, ms, wire.ErrMalformed, decodeJoinReplyErr)
+	ms = append(wiretest.WrongParts(rs), []wiretest.Mutant{
+		{Name: "version 2", Want: "version 2, want 1", Data: set(rs, "version", func(w *wire.Writer) { w.Uint(2) })},
+		{Name: "kind welcome in a refusal", Want: `kind "welcome", want "refused"`, Data: set(rs, "kind", func(w *wire.Writer) { w.String("welcome") })},
+		{Name: "long reason", Want: "reason claims 4097 bytes", Data: set(rs, "reason", func(w *wire.Writer) { w.String(strings.Repeat("r", 4097)) })},
+		{Name: "trailing byte", Want: "1 trailing bytes", Data: append(encodeJoinReply(nil, "no"), 0x00)},
+	}...)
+	wiretest.CheckRefused(t, ms, wire.ErrMalformed, decodeJoinReplyErr)
 	data = encodeJoinReply(nil, "no")
-	checkRefused(t, hostileHeaders(data), wire.ErrMalformed, decodeJoinReplyErr)
+	wiretest.CheckRefused(t, wiretest.HostileHeaders(data), wire.ErrMalformed, decodeJoinReplyErr)
 	for i := range data {
 		if err := decodeJoinReplyErr(data[:i]); err == nil {
 			t.Errorf("a %d-byte refusal prefix accepted", i)
@@ -293,7 +293,7 @@ func TestJoinReplyOverLimits(t *testing.T) {
 	if !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), "65537 members, limit 65536") {
 		t.Fatalf("error %v, want the member limit", err)
 	}
-	if a := allocated(func() { _, _ = decodeJoinReply(data) }); a > 64<<10 {
+	if a := wiretest.Allocated(func() { _, _ = decodeJoinReply(data) }); a > 64<<10 {
 		t.Fatalf("refusing the member list allocated %d bytes", a)
 	}
 }
@@ -335,7 +335,7 @@ func TestReadLimited(t *testing.T) {
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: error %v, want %v", name, err, c.want)
 		}
-		if a := allocated(func() { _, _ = readLimited(bytes.NewReader(c.data), c.limit) }); a > 2*allocLimit(0) {
+		if a := wiretest.Allocated(func() { _, _ = readLimited(bytes.NewReader(c.data), c.limit) }); a > 2*wiretest.AllocLimit(0) {
 			t.Errorf("%s: allocated %d bytes", name, a)
 		}
 	}
@@ -344,17 +344,11 @@ func TestReadLimited(t *testing.T) {
 func FuzzDecodeJoinRequest(f *testing.F) {
 	f.Add(encodeJoinRequest(testJoinRequest()))
 	f.Add(encodeJoinRequest(JoinRequest{Member: fixedPeer(4).String()}))
-	for _, m := range hostileHeaders(encodeJoinRequest(testJoinRequest())) {
-		f.Add(m.data)
+	for _, m := range wiretest.HostileHeaders(encodeJoinRequest(testJoinRequest())) {
+		f.Add(m.Data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		q, err := decodeJoinRequest(data)
-		runtime.ReadMemStats(&after)
-		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > allocLimit(len(data)) {
-			t.Fatalf("decoding %d bytes allocated %d", len(data), alloc)
-		}
+		q, err := wiretest.DecodeOnce(t, len(data), func() (JoinRequest, error) { return decodeJoinRequest(data) })
 		if err != nil {
 			if !errors.Is(err, wire.ErrMalformed) {
 				t.Fatalf("error %v does not wrap wire.ErrMalformed", err)
@@ -382,17 +376,11 @@ func FuzzDecodeJoinReply(f *testing.F) {
 	f.Add(encodeJoinReply(testJoinReply(), ""))
 	f.Add(encodeJoinReply(&JoinReply{Snapshot: &node.Snapshot{}}, ""))
 	f.Add(encodeJoinReply(nil, "setting lr differs"))
-	for _, m := range hostileHeaders(encodeJoinReply(testJoinReply(), "")) {
-		f.Add(m.data)
+	for _, m := range wiretest.HostileHeaders(encodeJoinReply(testJoinReply(), "")) {
+		f.Add(m.Data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		p, err := decodeJoinReply(data)
-		runtime.ReadMemStats(&after)
-		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > allocLimit(len(data)) {
-			t.Fatalf("decoding %d bytes allocated %d", len(data), alloc)
-		}
+		p, err := wiretest.DecodeOnce(t, len(data), func() (*JoinReply, error) { return decodeJoinReply(data) })
 		if errors.Is(err, ErrRefused) {
 			if p != nil || errors.Is(err, wire.ErrMalformed) {
 				t.Fatalf("refusal read as %v, %v", p, err)

@@ -3,12 +3,10 @@ package mesh
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/sketchmesh/sketchmesh/wire"
+	"github.com/sketchmesh/sketchmesh/wire/wiretest"
 )
 
 // fixedPeer returns the peer id of an Ed25519 key made from seed.
@@ -35,183 +34,24 @@ func fixedPeer(seed byte) peer.ID {
 	return id
 }
 
-// part is one msgpack value of an encoding, named as the decoder's error
-// must name it when the value is wrong.
-type part struct {
-	name string
-	data []byte
-}
-
-func partOf(name string, write func(w *wire.Writer)) part {
+// partOf is the part called name that write writes.
+func partOf(name string, write func(w *wire.Writer)) wiretest.Part {
 	w := wire.NewWriter()
 	write(w)
-	return part{name, slices.Clone(w.Bytes())}
+	return wiretest.Part{Name: name, Data: slices.Clone(w.Bytes())}
 }
 
-func stringsParts(name string, v []string) []part {
-	ps := []part{partOf(name, func(w *wire.Writer) { w.Array(len(v)) })}
+func stringsParts(name string, v []string) []wiretest.Part {
+	ps := []wiretest.Part{partOf(name, func(w *wire.Writer) { w.Array(len(v)) })}
 	for i, s := range v {
 		ps = append(ps, partOf(fmt.Sprintf("%s[%d]", name, i), func(w *wire.Writer) { w.String(s) }))
 	}
 	return ps
 }
 
-func joinParts(ps []part) []byte {
-	var out []byte
-	for _, p := range ps {
-		out = append(out, p.data...)
-	}
-	return out
-}
-
-// replaced returns the encoding of ps with part i's bytes replaced.
-func replaced(ps []part, i int, with []byte) []byte {
-	return append(append(joinParts(ps[:i]), with...), joinParts(ps[i+1:])...)
-}
-
 // set returns the encoding of ps with the part called name written anew.
-func set(ps []part, name string, write func(w *wire.Writer)) []byte {
-	for i, p := range ps {
-		if p.name == name {
-			return replaced(ps, i, partOf(name, write).data)
-		}
-	}
-	panic("no part " + name)
-}
-
-// mutant is an encoding with one part made wrong, and what the decoder's
-// error must say about it.
-type mutant struct {
-	name, want string
-	data       []byte
-}
-
-// wrongParts makes each part wrong in turn: of the wrong type, nil, or
-// missing (the input ends before it). The error must name the part, but
-// for a missing one, where an enclosing array's claim may be what fails.
-func wrongParts(ps []part) []mutant {
-	var out []mutant
-	for i, p := range ps {
-		wrongType := []byte{0xc3} // true, which no part but a bool is
-		if p.data[0] == 0xc2 || p.data[0] == 0xc3 {
-			wrongType = []byte{0xa1, 'x'}
-		}
-		out = append(out,
-			mutant{p.name + " of the wrong type", p.name, replaced(ps, i, wrongType)},
-			mutant{p.name + " nil", p.name, replaced(ps, i, []byte{0xc0})},
-			mutant{p.name + " missing", "", joinParts(ps[:i])})
-	}
-	return out
-}
-
-// valueLen is the length of the msgpack value data starts with, an array
-// counting as its header alone. It knows what wire.Writer writes.
-func valueLen(data []byte) int {
-	switch c := data[0]; {
-	case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3 || (c >= 0x90 && c <= 0x9f):
-		return 1
-	case c >= 0xa0 && c <= 0xbf:
-		return 1 + int(c&0x1f)
-	case c == 0xcc || c == 0xd0:
-		return 2
-	case c == 0xcd || c == 0xd1 || c == 0xdc:
-		return 3
-	case c == 0xce || c == 0xd2 || c == 0xca || c == 0xdd:
-		return 5
-	case c == 0xcf || c == 0xd3 || c == 0xcb:
-		return 9
-	case c == 0xd9 || c == 0xc4:
-		return 2 + int(data[1])
-	case c == 0xda || c == 0xc5:
-		return 3 + int(binary.BigEndian.Uint16(data[1:]))
-	case c == 0xdb || c == 0xc6:
-		return 5 + int(binary.BigEndian.Uint32(data[1:]))
-	}
-	panic(fmt.Sprintf("msgpack code %#x", data[0]))
-}
-
-// headerLen is the length of the array, str or bin header a value starts
-// with, and whether it is an array's; 0 for any other value.
-func headerLen(c byte) (n int, array bool) {
-	switch {
-	case c >= 0x90 && c <= 0x9f:
-		return 1, true
-	case c == 0xdc:
-		return 3, true
-	case c == 0xdd:
-		return 5, true
-	case c >= 0xa0 && c <= 0xbf:
-		return 1, false
-	case c == 0xd9 || c == 0xc4:
-		return 2, false
-	case c == 0xda || c == 0xc5:
-		return 3, false
-	case c == 0xdb || c == 0xc6:
-		return 5, false
-	}
-	return 0, false
-}
-
-// hostileHeaders walks a valid encoding and replaces each length-carrying
-// header in turn with one that claims 0xffffffff elements or bytes (and,
-// for an array, with a map32 header), keeping what followed it.
-func hostileHeaders(data []byte) []mutant {
-	var out []mutant
-	for at := 0; at < len(data); at += valueLen(data[at:]) {
-		n, array := headerLen(data[at])
-		if n == 0 {
-			continue
-		}
-		heads := map[string][]byte{"str32": {0xdb, 0xff, 0xff, 0xff, 0xff}, "bin32": {0xc6, 0xff, 0xff, 0xff, 0xff}}
-		if array {
-			heads = map[string][]byte{"array32": {0xdd, 0xff, 0xff, 0xff, 0xff}, "map32": {0xdf, 0xff, 0xff, 0xff, 0xff}}
-		}
-		for h, head := range heads {
-			want := "claims"
-			if h == "map32" {
-				want = "invalid code"
-			}
-			bad := append(append(slices.Clone(data[:at]), head...), data[at+n:]...)
-			out = append(out, mutant{fmt.Sprintf("%s at byte %d", h, at), want, bad})
-		}
-	}
-	return out
-}
-
-// allocated returns the bytes f allocates, the least of three runs so that
-// an allocation elsewhere in the process does not count against f.
-func allocated(f func()) uint64 {
-	best := uint64(math.MaxUint64)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		f()
-		runtime.ReadMemStats(&after)
-		best = min(best, after.TotalAlloc-before.TotalAlloc)
-	}
-	return best
-}
-
-// allocLimit is what decoding n bytes may allocate.
-func allocLimit(n int) uint64 { return uint64(64*n + 64<<10) }
-
-// checkRefused runs decode on each mutant: it must fail with sentinel, say
-// what the mutant wants, and allocate little.
-func checkRefused(t *testing.T, ms []mutant, sentinel error, decode func([]byte) error) {
-	t.Helper()
-	for _, m := range ms {
-		err := decode(m.data)
-		if err == nil {
-			t.Errorf("%s: accepted", m.name)
-			continue
-		}
-		if !errors.Is(err, sentinel) || !strings.Contains(err.Error(), m.want) {
-			t.Errorf("%s: error %q, want %v saying %q", m.name, err, sentinel, m.want)
-		}
-		if a := allocated(func() { _ = decode(m.data) }); a > allocLimit(len(m.data)) {
-			t.Errorf("%s: refusing %d bytes allocated %d", m.name, len(m.data), a)
-		}
-	}
+func set(ps []wiretest.Part, name string, write func(w *wire.Writer)) []byte {
+	return wiretest.Set(ps, name, partOf(name, write).Data)
 }
 
 func TestMemberIDs(t *testing.T) {
@@ -282,8 +122,8 @@ func TestAnnouncementRoundTrip(t *testing.T) {
 	}
 }
 
-func announcementParts(a Announcement) []part {
-	ps := []part{
+func announcementParts(a Announcement) []wiretest.Part {
+	ps := []wiretest.Part{
 		partOf("announcement", func(w *wire.Writer) { w.Array(7) }),
 		partOf("version", func(w *wire.Writer) { w.Uint(announceVersion) }),
 		partOf("kind", func(w *wire.Writer) { w.String(a.Kind) }),
@@ -300,36 +140,36 @@ func decodeAnnouncementErr(data []byte) error { _, err := DecodeAnnouncement(dat
 func TestAnnouncementWrongFields(t *testing.T) {
 	a := testAnnouncements()[0]
 	ps := announcementParts(a)
-	if !bytes.Equal(joinParts(ps), EncodeAnnouncement(a)) {
+	if !bytes.Equal(wiretest.Join(ps), EncodeAnnouncement(a)) {
 		t.Fatal("the parts do not add up to the encoding")
 	}
 	p := fixedPeer(1)
-	ms := append(wrongParts(ps),
-		mutant{"six fields", "announcement has 6 fields, want 7", replaced(ps, 0, []byte{0x96})},
-		mutant{"eight fields", "announcement has 8 fields, want 7", append(replaced(ps, 0, []byte{0x98}), 0x01)},
-		mutant{"version 2", "version 2, want 1", set(ps, "version", func(w *wire.Writer) { w.Uint(2) })},
-		mutant{"version 0", "version 0, want 1", set(ps, "version", func(w *wire.Writer) { w.Uint(0) })},
-		mutant{"negative version", "version is negative", set(ps, "version", func(w *wire.Writer) { w.Int(-1) })},
-		mutant{"unknown kind", `unknown kind "join"`, set(ps, "kind", func(w *wire.Writer) { w.String("join") })},
-		mutant{"empty kind", `unknown kind ""`, set(ps, "kind", func(w *wire.Writer) { w.String("") })},
-		mutant{"long kind", "kind claims 17 bytes", set(ps, "kind", func(w *wire.Writer) { w.String(strings.Repeat("h", 17)) })},
-		mutant{"member not a peer id", `member id "node-00"`, set(ps, "member", func(w *wire.Writer) { w.String("node-00") })},
-		mutant{"member as a CID", "not in its canonical form", set(ps, "member", func(w *wire.Writer) { w.String(peer.ToCid(p).String() + "/2") })},
-		mutant{"member incarnation padded", "not a canonical decimal", set(ps, "member", func(w *wire.Writer) { w.String(p.String() + "/02") })},
-		mutant{"long member", "member claims 257 bytes", set(ps, "member", func(w *wire.Writer) { w.String(strings.Repeat("m", 257)) })},
-		mutant{"negative entry", "entry is negative", set(ps, "entry", func(w *wire.Writer) { w.Int(-5) })},
-		mutant{"clock below entry", "clock 9 is below the entry 10", set(ps, "clock", func(w *wire.Writer) { w.Uint(9) })},
-		mutant{"round over an hour", "over an hour", set(ps, "round", func(w *wire.Writer) { w.Uint(uint64(time.Hour/time.Microsecond) + 1) })},
-		mutant{"round a float", "round", set(ps, "round", func(w *wire.Writer) { w.Float(1) })},
-		mutant{"too many addrs", "addrs has 33 entries, limit 32", set(ps, "addrs", func(w *wire.Writer) { w.Strings(make([]string, 33)) })},
-		mutant{"long addr", "addrs[1] claims 513 bytes", set(ps, "addrs[1]", func(w *wire.Writer) { w.String(strings.Repeat("a", 513)) })},
-		mutant{"trailing byte", "1 trailing bytes", append(EncodeAnnouncement(a), 0xc0)},
-		mutant{"over 16 KiB", "exceeds the 16384-byte limit", append(EncodeAnnouncement(a), make([]byte, 16<<10)...)},
-	)
-	checkRefused(t, ms, ErrBadAnnouncement, decodeAnnouncementErr)
+	ms := append(wiretest.WrongParts(ps), []wiretest.Mutant{
+		{Name: "six fields", Want: "announcement has 6 fields, want 7", Data: wiretest.Replaced(ps, 0, []byte{0x96})},
+		{Name: "eight fields", Want: "announcement has 8 fields, want 7", Data: append(wiretest.Replaced(ps, 0, []byte{0x98}), 0x01)},
+		{Name: "version 2", Want: "version 2, want 1", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(2) })},
+		{Name: "version 0", Want: "version 0, want 1", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(0) })},
+		{Name: "negative version", Want: "version is negative", Data: set(ps, "version", func(w *wire.Writer) { w.Int(-1) })},
+		{Name: "unknown kind", Want: `unknown kind "join"`, Data: set(ps, "kind", func(w *wire.Writer) { w.String("join") })},
+		{Name: "empty kind", Want: `unknown kind ""`, Data: set(ps, "kind", func(w *wire.Writer) { w.String("") })},
+		{Name: "long kind", Want: "kind claims 17 bytes", Data: set(ps, "kind", func(w *wire.Writer) { w.String(strings.Repeat("h", 17)) })},
+		{Name: "member not a peer id", Want: `member id "node-00"`, Data: set(ps, "member", func(w *wire.Writer) { w.String("node-00") })},
+		{Name: "member as a CID", Want: "not in its canonical form", Data: set(ps, "member", func(w *wire.Writer) { w.String(peer.ToCid(p).String() + "/2") })},
+		{Name: "member incarnation padded", Want: "not a canonical decimal", Data: set(ps, "member", func(w *wire.Writer) { w.String(p.String() + "/02") })},
+		{Name: "long member", Want: "member claims 257 bytes", Data: set(ps, "member", func(w *wire.Writer) { w.String(strings.Repeat("m", 257)) })},
+		{Name: "negative entry", Want: "entry is negative", Data: set(ps, "entry", func(w *wire.Writer) { w.Int(-5) })},
+		{Name: "clock below entry", Want: "clock 9 is below the entry 10", Data: set(ps, "clock", func(w *wire.Writer) { w.Uint(9) })},
+		{Name: "round over an hour", Want: "over an hour", Data: set(ps, "round", func(w *wire.Writer) { w.Uint(uint64(time.Hour/time.Microsecond) + 1) })},
+		{Name: "round a float", Want: "round", Data: set(ps, "round", func(w *wire.Writer) { w.Float(1) })},
+		{Name: "too many addrs", Want: "addrs has 33 entries, limit 32", Data: set(ps, "addrs", func(w *wire.Writer) { w.Strings(make([]string, 33)) })},
+		{Name: "long addr", Want: "addrs[1] claims 513 bytes", Data: set(ps, "addrs[1]", func(w *wire.Writer) { w.String(strings.Repeat("a", 513)) })},
+		{Name: "trailing byte", Want: "1 trailing bytes", Data: append(EncodeAnnouncement(a), 0xc0)},
+		{Name: "over 16 KiB", Want: "exceeds the 16384-byte limit", Data: append(EncodeAnnouncement(a), make([]byte, 16<<10)...)},
+	}...)
+	wiretest.CheckRefused(t, ms, ErrBadAnnouncement, decodeAnnouncementErr)
 	for _, a := range testAnnouncements() {
 		data := EncodeAnnouncement(a)
-		checkRefused(t, hostileHeaders(data), ErrBadAnnouncement, decodeAnnouncementErr)
+		wiretest.CheckRefused(t, wiretest.HostileHeaders(data), ErrBadAnnouncement, decodeAnnouncementErr)
 		for i := range data {
 			if _, err := DecodeAnnouncement(data[:i]); err == nil {
 				t.Errorf("%s: a %d-byte prefix accepted", a.Kind, i)
@@ -346,17 +186,11 @@ func FuzzDecodeAnnouncement(f *testing.F) {
 	for _, a := range testAnnouncements() {
 		f.Add(EncodeAnnouncement(a))
 	}
-	for _, m := range hostileHeaders(EncodeAnnouncement(testAnnouncements()[0])) {
-		f.Add(m.data)
+	for _, m := range wiretest.HostileHeaders(EncodeAnnouncement(testAnnouncements()[0])) {
+		f.Add(m.Data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		a, err := DecodeAnnouncement(data)
-		runtime.ReadMemStats(&after)
-		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > allocLimit(len(data)) {
-			t.Fatalf("decoding %d bytes allocated %d", len(data), alloc)
-		}
+		a, err := wiretest.DecodeOnce(t, len(data), func() (Announcement, error) { return DecodeAnnouncement(data) })
 		if err != nil {
 			if !errors.Is(err, ErrBadAnnouncement) {
 				t.Fatalf("error %v does not wrap ErrBadAnnouncement", err)

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"math"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/wire"
+	"github.com/sketchmesh/sketchmesh/wire/wiretest"
 )
 
 func testSettings() Settings {
@@ -159,21 +159,15 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-// part is one msgpack value of an encoding, named as the decoder's error
-// must name it when the value is wrong.
-type part struct {
-	name string
-	data []byte
-}
-
-func partOf(name string, write func(w *wire.Writer)) part {
+// partOf is the part called name that write writes.
+func partOf(name string, write func(w *wire.Writer)) wiretest.Part {
 	w := wire.NewWriter()
 	write(w)
-	return part{name, slices.Clone(w.Bytes())}
+	return wiretest.Part{Name: name, Data: slices.Clone(w.Bytes())}
 }
 
-func settingsParts(s Settings) []part {
-	return []part{
+func settingsParts(s Settings) []wiretest.Part {
+	return []wiretest.Part{
 		partOf("settings", func(w *wire.Writer) { w.Array(11) }),
 		partOf("model", func(w *wire.Writer) { w.String(string(s.Model)) }),
 		partOf("dimension", func(w *wire.Writer) { w.Uint(s.MaxFeature) }),
@@ -189,8 +183,8 @@ func settingsParts(s Settings) []part {
 	}
 }
 
-func snapshotParts(s *Snapshot) []part {
-	ps := []part{
+func snapshotParts(s *Snapshot) []wiretest.Part {
+	ps := []wiretest.Part{
 		partOf("snapshot", func(w *wire.Writer) { w.Array(4) }),
 		partOf("snapshot clock", func(w *wire.Writer) { w.Uint(s.Clock) }),
 		partOf("snapshot view", func(w *wire.Writer) { w.Floats(s.View) }),
@@ -211,171 +205,43 @@ func snapshotParts(s *Snapshot) []part {
 	return append(ps, partOf("snapshot pending", func(w *wire.Writer) { w.Bin(EncodeEnvelope(s.Pending)) }))
 }
 
-func joinParts(ps []part) []byte {
-	var out []byte
-	for _, p := range ps {
-		out = append(out, p.data...)
-	}
-	return out
-}
-
-// replaced returns the encoding of ps with part i's bytes replaced.
-func replaced(ps []part, i int, with []byte) []byte {
-	return append(append(joinParts(ps[:i]), with...), joinParts(ps[i+1:])...)
-}
-
-// mutant is an encoding with one part made wrong, and what the decoder's
-// error must say about it.
-type mutant struct {
-	name, want string
-	data       []byte
-}
-
-// wrongParts makes each part wrong in turn: of the wrong type, nil, or
-// missing (the input ends before it). The error must name the part, but
-// for a missing one.
-func wrongParts(ps []part) []mutant {
-	var out []mutant
-	for i, p := range ps {
-		wrongType := []byte{0xc3} // true, which no part but a bool is
-		if p.data[0] == 0xc2 || p.data[0] == 0xc3 {
-			wrongType = []byte{0xa1, 'x'}
-		}
-		out = append(out,
-			mutant{p.name + " of the wrong type", p.name, replaced(ps, i, wrongType)},
-			mutant{p.name + " nil", p.name, replaced(ps, i, []byte{0xc0})},
-			// The input ends before the part: an enclosing array's
-			// claim may be what is refused, so any field may be named.
-			mutant{p.name + " missing", "", joinParts(ps[:i])})
-	}
-	return out
-}
-
-// headerLen returns the length of the array, str or bin header a value
-// starts with and whether it is an array; 0 for any other value.
-func headerLen(b []byte) (n int, array bool) {
-	switch c := b[0]; {
-	case c >= 0x90 && c <= 0x9f:
-		return 1, true
-	case c == 0xdc:
-		return 3, true
-	case c == 0xdd:
-		return 5, true
-	case c >= 0xa0 && c <= 0xbf:
-		return 1, false
-	case c == 0xd9 || c == 0xc4:
-		return 2, false
-	case c == 0xda || c == 0xc5:
-		return 3, false
-	case c == 0xdb || c == 0xc6:
-		return 5, false
-	}
-	return 0, false
-}
-
-// hostileHeaders replaces each length-carrying header in turn with one
-// that claims 0xffffffff elements or bytes (and, for arrays, with a map32
-// header), keeping what followed it.
-func hostileHeaders(ps []part) []mutant {
-	var out []mutant
-	for i, p := range ps {
-		n, array := headerLen(p.data)
-		if n == 0 {
-			continue
-		}
-		heads := map[string][]byte{"str32": {0xdb, 0xff, 0xff, 0xff, 0xff}, "bin32": {0xc6, 0xff, 0xff, 0xff, 0xff}}
-		if array {
-			heads = map[string][]byte{"array32": {0xdd, 0xff, 0xff, 0xff, 0xff}, "map32": {0xdf, 0xff, 0xff, 0xff, 0xff}}
-		}
-		for h, head := range heads {
-			want := "claims"
-			if h == "map32" {
-				want = "invalid code"
-			}
-			out = append(out, mutant{p.name + " as " + h, want, replaced(ps, i, append(slices.Clone(head), p.data[n:]...))})
-		}
-	}
-	return out
-}
-
-// allocated returns the bytes f allocates, the least of three runs so that
-// an allocation elsewhere in the process does not count against f.
-func allocated(f func()) uint64 {
-	best := uint64(math.MaxUint64)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		f()
-		runtime.ReadMemStats(&after)
-		best = min(best, after.TotalAlloc-before.TotalAlloc)
-	}
-	return best
-}
-
-// allocLimit is what decoding n bytes may allocate.
-func allocLimit(n int) uint64 { return uint64(64*n + 64<<10) }
-
-// checkRefused runs decode on each mutant: it must fail with
-// wire.ErrMalformed, say what the mutant wants, and allocate little.
-func checkRefused(t *testing.T, ms []mutant, decode func([]byte) error) {
-	t.Helper()
-	for _, m := range ms {
-		err := decode(m.data)
-		if err == nil {
-			t.Errorf("%s: accepted", m.name)
-			continue
-		}
-		if !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), m.want) {
-			t.Errorf("%s: error %q, want wire.ErrMalformed saying %q", m.name, err, m.want)
-		}
-		if a := allocated(func() { _ = decode(m.data) }); a > allocLimit(len(m.data)) {
-			t.Errorf("%s: refusing %d bytes allocated %d", m.name, len(m.data), a)
-		}
-	}
-}
-
 func decodeSettingsErr(data []byte) error { _, err := readSettings(data); return err }
 func decodeSnapshotErr(data []byte) error { _, err := readSnapshot(data); return err }
 
 func TestSettingsWrongFields(t *testing.T) {
 	s := testSettings()
 	ps := settingsParts(s)
-	if !bytes.Equal(joinParts(ps), encodeSettings(s)) {
+	if !bytes.Equal(wiretest.Join(ps), encodeSettings(s)) {
 		t.Fatal("the parts do not add up to the encoding")
 	}
-	ms := wrongParts(ps)
+	ms := wiretest.WrongParts(ps)
 	set := func(name string, write func(w *wire.Writer)) []byte {
-		for i, p := range ps {
-			if p.name == name {
-				return replaced(ps, i, partOf(name, write).data)
-			}
-		}
-		panic(name)
+		return wiretest.Set(ps, name, partOf(name, write).Data)
 	}
 	long := strings.Repeat("x", maxNameBytes+1)
-	ms = append(ms,
-		mutant{"ten fields", "settings has 10 fields, want 11", replaced(ps, 0, []byte{0x9a})},
-		mutant{"twelve fields", "settings has 12 fields, want 11", replaced(ps, 0, []byte{0x9c})},
-		mutant{"long model", "model claims 65 bytes", set("model", func(w *wire.Writer) { w.String(long) })},
-		mutant{"long optimizer", "optimizer claims 65 bytes", set("optimizer", func(w *wire.Writer) { w.String(long) })},
-		mutant{"long codec", "codec claims 65 bytes", set("codec", func(w *wire.Writer) { w.String(long) })},
-		mutant{"long factors", "factors claims 65 bytes", set("factors", func(w *wire.Writer) { w.String(long) })},
-		mutant{"negative dimension", "dimension is negative", set("dimension", func(w *wire.Writer) { w.Int(-1) })},
-		mutant{"class NaN", "classes[1] is NaN", set("classes", func(w *wire.Writer) { w.Floats([]float64{0, math.NaN()}) })},
-		mutant{"class Inf", "classes[0] is +Inf", set("classes", func(w *wire.Writer) { w.Floats([]float64{math.Inf(1)}) })},
-		mutant{"classes not whole floats", "classes holds 9 bytes", set("classes", func(w *wire.Writer) { w.Bin(make([]byte, 9)) })},
-		mutant{"too many classes", "classes claims 524296 bytes", set("classes", func(w *wire.Writer) { w.Floats(make([]float64, maxClasses+1)) })},
-		mutant{"l2 NaN", "l2 is NaN", set("l2", func(w *wire.Writer) { w.Float(math.NaN()) })},
-		mutant{"l2 Inf", "l2 is -Inf", set("l2", func(w *wire.Writer) { w.Float(math.Inf(-1)) })},
-		mutant{"learning rate NaN", "learning rate is NaN", set("learning rate", func(w *wire.Writer) { w.Float(math.NaN()) })},
-		mutant{"learning rate Inf", "learning rate is +Inf", set("learning rate", func(w *wire.Writer) { w.Float(math.Inf(1)) })},
-		mutant{"staleness past int32", "staleness 2147483648", set("staleness", func(w *wire.Writer) { w.Uint(math.MaxInt32 + 1) })},
-		mutant{"negative staleness", "staleness is negative", set("staleness", func(w *wire.Writer) { w.Int(-3) })},
-		mutant{"negative iterations", "iterations is negative", set("iterations", func(w *wire.Writer) { w.Int(-1) })},
-		mutant{"iterations a float", "iterations", set("iterations", func(w *wire.Writer) { w.Float(3) })},
-	)
-	checkRefused(t, ms, decodeSettingsErr)
-	checkRefused(t, hostileHeaders(ps), decodeSettingsErr)
+	ms = append(ms, []wiretest.Mutant{
+		{Name: "ten fields", Want: "settings has 10 fields, want 11", Data: wiretest.Replaced(ps, 0, []byte{0x9a})},
+		{Name: "twelve fields", Want: "settings has 12 fields, want 11", Data: wiretest.Replaced(ps, 0, []byte{0x9c})},
+		{Name: "long model", Want: "model claims 65 bytes", Data: set("model", func(w *wire.Writer) { w.String(long) })},
+		{Name: "long optimizer", Want: "optimizer claims 65 bytes", Data: set("optimizer", func(w *wire.Writer) { w.String(long) })},
+		{Name: "long codec", Want: "codec claims 65 bytes", Data: set("codec", func(w *wire.Writer) { w.String(long) })},
+		{Name: "long factors", Want: "factors claims 65 bytes", Data: set("factors", func(w *wire.Writer) { w.String(long) })},
+		{Name: "negative dimension", Want: "dimension is negative", Data: set("dimension", func(w *wire.Writer) { w.Int(-1) })},
+		{Name: "class NaN", Want: "classes[1] is NaN", Data: set("classes", func(w *wire.Writer) { w.Floats([]float64{0, math.NaN()}) })},
+		{Name: "class Inf", Want: "classes[0] is +Inf", Data: set("classes", func(w *wire.Writer) { w.Floats([]float64{math.Inf(1)}) })},
+		{Name: "classes not whole floats", Want: "classes holds 9 bytes", Data: set("classes", func(w *wire.Writer) { w.Bin(make([]byte, 9)) })},
+		{Name: "too many classes", Want: "classes claims 524296 bytes", Data: set("classes", func(w *wire.Writer) { w.Floats(make([]float64, maxClasses+1)) })},
+		{Name: "l2 NaN", Want: "l2 is NaN", Data: set("l2", func(w *wire.Writer) { w.Float(math.NaN()) })},
+		{Name: "l2 Inf", Want: "l2 is -Inf", Data: set("l2", func(w *wire.Writer) { w.Float(math.Inf(-1)) })},
+		{Name: "learning rate NaN", Want: "learning rate is NaN", Data: set("learning rate", func(w *wire.Writer) { w.Float(math.NaN()) })},
+		{Name: "learning rate Inf", Want: "learning rate is +Inf", Data: set("learning rate", func(w *wire.Writer) { w.Float(math.Inf(1)) })},
+		{Name: "staleness past int32", Want: "staleness 2147483648", Data: set("staleness", func(w *wire.Writer) { w.Uint(math.MaxInt32 + 1) })},
+		{Name: "negative staleness", Want: "staleness is negative", Data: set("staleness", func(w *wire.Writer) { w.Int(-3) })},
+		{Name: "negative iterations", Want: "iterations is negative", Data: set("iterations", func(w *wire.Writer) { w.Int(-1) })},
+		{Name: "iterations a float", Want: "iterations", Data: set("iterations", func(w *wire.Writer) { w.Float(3) })},
+	}...)
+	wiretest.CheckRefused(t, ms, wire.ErrMalformed, decodeSettingsErr)
+	wiretest.CheckRefused(t, wiretest.HostileParts(ps), wire.ErrMalformed, decodeSettingsErr)
 	data := encodeSettings(s)
 	for i := range data {
 		if err := decodeSettingsErr(data[:i]); err == nil {
@@ -396,21 +262,21 @@ func TestSettingsWrongFields(t *testing.T) {
 func TestSnapshotWrongFields(t *testing.T) {
 	s := testSnapshot()
 	ps := snapshotParts(s)
-	if !bytes.Equal(joinParts(ps), encodeSnapshot(s)) {
+	if !bytes.Equal(wiretest.Join(ps), encodeSnapshot(s)) {
 		t.Fatal("the parts do not add up to the encoding")
 	}
-	ms := wrongParts(ps)
-	gap := slices.IndexFunc(ps, func(p part) bool { return p.name == "member gap" })
-	ms = append(ms,
-		mutant{"three fields", "snapshot has 3 fields, want 4", replaced(ps, 0, []byte{0x93})},
-		mutant{"member with six fields", "snapshot member has 6 fields, want 5", replaced(ps, 4, []byte{0x96})},
-		mutant{"view NaN", "snapshot view[1] is NaN", replaced(ps, 2, partOf("", func(w *wire.Writer) { w.Floats([]float64{0, math.NaN()}) }).data)},
-		mutant{"negative clock", "snapshot clock is negative", replaced(ps, 1, []byte{0xff})},
-		mutant{"negative gap", "member gap is negative", replaced(ps, gap, []byte{0xd0, 0x80})},
-		mutant{"long member id", "member id claims 257 bytes", replaced(ps, 5, partOf("", func(w *wire.Writer) { w.String(strings.Repeat("x", maxOriginBytes+1)) }).data)},
-	)
-	checkRefused(t, ms, decodeSnapshotErr)
-	checkRefused(t, hostileHeaders(ps), decodeSnapshotErr)
+	ms := wiretest.WrongParts(ps)
+	gap := slices.IndexFunc(ps, func(p wiretest.Part) bool { return p.Name == "member gap" })
+	ms = append(ms, []wiretest.Mutant{
+		{Name: "three fields", Want: "snapshot has 3 fields, want 4", Data: wiretest.Replaced(ps, 0, []byte{0x93})},
+		{Name: "member with six fields", Want: "snapshot member has 6 fields, want 5", Data: wiretest.Replaced(ps, 4, []byte{0x96})},
+		{Name: "view NaN", Want: "snapshot view[1] is NaN", Data: wiretest.Replaced(ps, 2, partOf("", func(w *wire.Writer) { w.Floats([]float64{0, math.NaN()}) }).Data)},
+		{Name: "negative clock", Want: "snapshot clock is negative", Data: wiretest.Replaced(ps, 1, []byte{0xff})},
+		{Name: "negative gap", Want: "member gap is negative", Data: wiretest.Replaced(ps, gap, []byte{0xd0, 0x80})},
+		{Name: "long member id", Want: "member id claims 257 bytes", Data: wiretest.Replaced(ps, 5, partOf("", func(w *wire.Writer) { w.String(strings.Repeat("x", maxOriginBytes+1)) }).Data)},
+	}...)
+	wiretest.CheckRefused(t, ms, wire.ErrMalformed, decodeSnapshotErr)
+	wiretest.CheckRefused(t, wiretest.HostileParts(ps), wire.ErrMalformed, decodeSnapshotErr)
 	data := encodeSnapshot(s)
 	for i := range data {
 		if _, err := readSnapshot(data[:i]); err == nil {
@@ -425,7 +291,7 @@ func TestSnapshotWrongFields(t *testing.T) {
 		"envelope origin bin32":   {0x92, 0x01, 0x91, 0x93, 0xc6, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0},
 		"envelope trailing bytes": append(EncodeEnvelope(nil), 0),
 	} {
-		bad := replaced(ps, len(ps)-1, partOf("", func(w *wire.Writer) { w.Bin(env) }).data)
+		bad := wiretest.Replaced(ps, len(ps)-1, partOf("", func(w *wire.Writer) { w.Bin(env) }).Data)
 		_, err := readSnapshot(bad)
 		if !errors.Is(err, ErrBadEnvelope) || !strings.Contains(err.Error(), "snapshot pending") {
 			t.Errorf("%s: error %v, want ErrBadEnvelope naming the snapshot's pending updates", name, err)
@@ -446,7 +312,7 @@ func TestSnapshotOverLimits(t *testing.T) {
 	if !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), "65537 members, limit 65536") {
 		t.Fatalf("error %v, want the member limit", err)
 	}
-	if a := allocated(func() { _, _ = readSnapshot(data) }); a > 64<<10 {
+	if a := wiretest.Allocated(func() { _, _ = readSnapshot(data) }); a > 64<<10 {
 		t.Fatalf("refusing the member list allocated %d bytes", a)
 	}
 	// A view over MaxParams cannot be sent in less than a GiB; its header
@@ -495,18 +361,12 @@ func FuzzReadSettings(f *testing.F) {
 	f.Add(encodeSettings(testSettings()))
 	f.Add(encodeSettings(Settings{}))
 	ps := settingsParts(testSettings())
-	for _, m := range hostileHeaders(ps) {
-		f.Add(m.data)
+	for _, m := range wiretest.HostileParts(ps) {
+		f.Add(m.Data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := wire.NewReader(data)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		s, err := ReadSettings(r)
-		runtime.ReadMemStats(&after)
-		if a := after.TotalAlloc - before.TotalAlloc; a > allocLimit(len(data)) {
-			t.Fatalf("reading %d bytes allocated %d", len(data), a)
-		}
+		s, err := wiretest.DecodeOnce(t, len(data), func() (Settings, error) { return ReadSettings(r) })
 		if err != nil {
 			if !errors.Is(err, wire.ErrMalformed) {
 				t.Fatalf("error %v does not wrap wire.ErrMalformed", err)
@@ -536,18 +396,12 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add(encodeSnapshot(testSnapshot()))
 	f.Add(encodeSnapshot(&Snapshot{}))
 	ps := snapshotParts(testSnapshot())
-	for _, m := range hostileHeaders(ps) {
-		f.Add(m.data)
+	for _, m := range wiretest.HostileParts(ps) {
+		f.Add(m.Data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := wire.NewReader(data)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		s, err := ReadSnapshot(r)
-		runtime.ReadMemStats(&after)
-		if a := after.TotalAlloc - before.TotalAlloc; a > allocLimit(len(data)) {
-			t.Fatalf("reading %d bytes allocated %d", len(data), a)
-		}
+		s, err := wiretest.DecodeOnce(t, len(data), func() (*Snapshot, error) { return ReadSnapshot(r) })
 		if err != nil {
 			if !errors.Is(err, wire.ErrMalformed) && !errors.Is(err, ErrBadEnvelope) {
 				t.Fatalf("error %v wraps neither wire.ErrMalformed nor ErrBadEnvelope", err)

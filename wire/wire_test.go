@@ -9,28 +9,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// allocated returns the bytes f allocates, the least of three runs so that
-// an allocation elsewhere in the process does not count against f.
-func allocated(f func()) uint64 {
-	best := uint64(math.MaxUint64)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		f()
-		runtime.ReadMemStats(&after)
-		best = min(best, after.TotalAlloc-before.TotalAlloc)
-	}
-	return best
-}
+	"github.com/sketchmesh/sketchmesh/wire/wiretest"
+)
 
 // huge is how a claim of 0xffffffff reads back in an error: msgpack
 // returns lengths as int, so on a 32-bit platform it is -1.
 var huge = func() string { n := uint32(math.MaxUint32); return fmt.Sprint(int(n)) }()
-
-// allocLimit is what decoding n bytes may allocate.
-func allocLimit(n int) uint64 { return uint64(64*n + 64<<10) }
 
 func TestRoundTrip(t *testing.T) {
 	long := strings.Repeat("x", 70000)
@@ -257,7 +242,7 @@ func TestReaderErrors(t *testing.T) {
 			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "the field") || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %q, want ErrMalformed naming the field and saying %q", err, c.want)
 			}
-			if a := allocated(func() { _ = c.read(NewReader(c.data)) }); a > allocLimit(len(c.data)) {
+			if a := wiretest.Allocated(func() { _ = c.read(NewReader(c.data)) }); a > wiretest.AllocLimit(len(c.data)) {
 				t.Fatalf("refusing %d bytes allocated %d", len(c.data), a)
 			}
 		})
@@ -328,7 +313,7 @@ func TestHostileClaimsDoNotAllocate(t *testing.T) {
 			} else if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "v") {
 				t.Errorf("%s read from %s: %v", rn, hn, err)
 			}
-			if a := allocated(func() { _ = read(NewReader(data)) }); a > allocLimit(len(data)) {
+			if a := wiretest.Allocated(func() { _ = read(NewReader(data)) }); a > wiretest.AllocLimit(len(data)) {
 				t.Errorf("%s read from %s allocated %d bytes", rn, hn, a)
 			}
 		}
@@ -537,7 +522,7 @@ func FuzzReader(f *testing.F) {
 			reads = append(reads, read{o, p, v})
 		}
 		runtime.ReadMemStats(&after)
-		if a := after.TotalAlloc - before.TotalAlloc; a > allocLimit(len(msg)) {
+		if a := after.TotalAlloc - before.TotalAlloc; a > wiretest.AllocLimit(len(msg)) {
 			t.Fatalf("reading %d bytes allocated %d", len(msg), a)
 		}
 
