@@ -249,22 +249,22 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if reply != nil {
 		peers = reply.Members
 	}
-	agentCfg := mesh.AgentConfig{
+	daemonCfg := mesh.DaemonConfig{
 		Mesh: f.mesh, Host: host, Node: core, Settings: settings, Peers: peers, MinMembers: f.waitMembers,
 		Topology: f.topology, Heartbeat: f.heartbeat, DeadAfter: f.deadAfter, RelayWindow: f.relayWindow,
 		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.evalEvery, Metrics: metrics, Logger: logger,
 		MinIteration: f.minIteration, Progress: f.progress,
 	}
 	if f.checkpointDir != "" {
-		agentCfg.Checkpoint = func(n *node.Syncer) error { return saveCheckpoint(f.checkpointDir, f.mesh, settings, n) }
+		daemonCfg.Checkpoint = func(n *node.Syncer) error { return saveCheckpoint(f.checkpointDir, f.mesh, settings, n) }
 	}
-	agent, err := mesh.NewAgent(ctx, agentCfg)
+	daemon, err := mesh.NewDaemon(ctx, daemonCfg)
 	if err != nil {
 		return err
 	}
 	logger.Info("node started", "member", self, "clock", core.Clock(), "members", len(core.Members()),
 		"founder", reply == nil, "resumed", saved != nil, "iterations", settings.Iterations)
-	res, err := agent.Run(ctx)
+	res, err := daemon.Run(ctx)
 	if err != nil {
 		return err
 	}

@@ -243,7 +243,7 @@ func Join(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest) (*Join
 	return reply, nil
 }
 
-// joinCall is a join request handed to the agent's loop, which owns the
+// joinCall is a join request handed to the daemon's loop, which owns the
 // node; the handler waits for the answer.
 type joinCall struct {
 	req   JoinRequest
@@ -251,7 +251,7 @@ type joinCall struct {
 }
 
 // serveJoin handles one join stream: read, hand to the loop, answer.
-func (a *Agent) serveJoin(s network.Stream) {
+func (a *Daemon) serveJoin(s network.Stream) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(a.cfg.JoinTimeout))
 	data, err := readLimited(s, maxJoinRequestBytes)

@@ -11,7 +11,7 @@ import (
 )
 
 // Metrics exposes a running node to Prometheus under sketchmesh_* names.
-// The agent's loop copies its counters into it at each heartbeat; a scrape
+// The daemon's loop copies its counters into it at each heartbeat; a scrape
 // reads that copy, so scrapes never touch the core.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -122,8 +122,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReservations, s.reservations)
 }
 
-// observe copies the agent's counters; it runs on the agent's loop.
-func (m *Metrics) observe(a *Agent) {
+// observe copies the daemon's counters; it runs on the daemon's loop.
+func (m *Metrics) observe(a *Daemon) {
 	st := a.n.Stats()
 	sy := a.n.SyncStats()
 	tr := a.cfg.Host.Traffic()

@@ -78,7 +78,7 @@ type ReachConfig struct {
 	RelayService bool
 	// Relays are relays to hold reservations with besides the members that
 	// offer relay service, which are found without being listed. (The
-	// agent tells the host who the members are, as it learns of them.)
+	// daemon tells the host who the members are, as it learns of them.)
 	Relays []peer.AddrInfo
 	// MaxReservations is how many relays the host holds reservations with
 	// at once (default 2). A relay itself holds none.
@@ -112,7 +112,7 @@ const (
 // duration or data limit, and the relay takes a reservation from up to 1024
 // members, from any number of them behind one address, with up to 64 relayed
 // connections each and 32 KiB copy buffers. Lifting the limits is safe
-// because the relay serves members of its mesh only (the agent admits them
+// because the relay serves members of its mesh only (the daemon admits them
 // as it learns of them) and every relayed byte still passes the resource
 // manager of the relay's host.
 func MeshRelayResources() relayv2.Resources {
@@ -823,10 +823,10 @@ func (m *Host) betterConnThan(s network.Stream) bool {
 	return direct
 }
 
-// linkCounts counts the agent's update links: peers reached directly at
+// linkCounts counts the daemon's update links: peers reached directly at
 // some time, peers reached through relays only, and live members to which
 // no stream could be opened for longer than the dead-member timeout.
-func (a *Agent) linkCounts(now time.Time) (direct, relayed, unreachable int) {
+func (a *Daemon) linkCounts(now time.Time) (direct, relayed, unreachable int) {
 	live := map[peer.ID]bool{}
 	for _, m := range a.n.Live() {
 		if p, err := PeerOf(m); err == nil {
@@ -849,7 +849,7 @@ func (a *Agent) linkCounts(now time.Time) (direct, relayed, unreachable int) {
 }
 
 // livePeers are the peers of the live members besides this one.
-func (a *Agent) livePeers() []peer.ID {
+func (a *Daemon) livePeers() []peer.ID {
 	var out []peer.ID
 	self := a.cfg.Host.h.ID()
 	for _, m := range a.n.Live() {
@@ -861,7 +861,7 @@ func (a *Agent) livePeers() []peer.ID {
 }
 
 // reachable reports whether the host is connected to any live member.
-func (a *Agent) reachable() bool {
+func (a *Daemon) reachable() bool {
 	direct, relayed := a.cfg.Host.ConnPaths(a.livePeers())
 	return direct+relayed > 0
 }

@@ -319,7 +319,7 @@ func TestAloneWhenPeersUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := agentSettings(train)
+	set := daemonSettings(train)
 	set.Iterations = 1 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -331,7 +331,7 @@ func TestAloneWhenPeersUnreachable(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ha.Close() })
 	var logs logBuffer
-	a := startAgent(t, ctx, set, train.Shard(0, 2).Rows, nil, ha)
+	a := startDaemon(t, ctx, set, train.Shard(0, 2).Rows, nil, ha)
 	a.cfg.MinMembers, a.cfg.DeadAfter, a.cfg.MinIteration = 2, time.Second, 5*time.Millisecond
 	a.cfg.Metrics = NewMetrics()
 	a.log = logs.logger()
@@ -341,7 +341,7 @@ func TestAloneWhenPeersUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := startAgent(t, ctx, reply.Settings, train.Shard(1, 2).Rows, reply, hb)
+	b := startDaemon(t, ctx, reply.Settings, train.Shard(1, 2).Rows, reply, hb)
 	b.cfg.MinMembers, b.cfg.MinIteration = 2, 5*time.Millisecond
 	go func() { _, err := b.Run(ctx); done <- err }()
 	metric := func(read func(metricsSnapshot) float64) float64 {
@@ -376,7 +376,7 @@ func TestUnreachableLinkIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := agentSettings(train)
+	set := daemonSettings(train)
 	set.Iterations = 1 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -391,25 +391,25 @@ func TestUnreachableLinkIsReported(t *testing.T) {
 		t.Cleanup(func() { _ = h.Close() })
 		hosts = append(hosts, h)
 	}
-	r := startAgent(t, ctx, set, train.Shard(0, 3).Rows, nil, hr)
+	r := startDaemon(t, ctx, set, train.Shard(0, 3).Rows, nil, hr)
 	done := make(chan error, 3)
-	run := func(a *Agent) {
+	run := func(a *Daemon) {
 		_, err := a.Run(ctx)
 		done <- err
 	}
 	go run(r)
-	var agents []*Agent
+	var daemons []*Daemon
 	for i, h := range hosts[1:] {
 		reply, err := Join(ctx, h, hr.Addrs()[0], JoinRequest{Mesh: "test", Member: MemberID(h.h.ID(), 1), Settings: set})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := startAgent(t, ctx, reply.Settings, train.Shard(i+1, 3).Rows, reply, h)
+		a := startDaemon(t, ctx, reply.Settings, train.Shard(i+1, 3).Rows, reply, h)
 		a.cfg.Metrics = NewMetrics()
-		agents = append(agents, a)
+		daemons = append(daemons, a)
 		go run(a)
 	}
-	a := agents[0]
+	a := daemons[0]
 	eventually(t, "the link to the other member is warned of and counted as unreachable", func() bool {
 		a.cfg.Metrics.mu.Lock()
 		defer a.cfg.Metrics.mu.Unlock()

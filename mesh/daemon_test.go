@@ -12,14 +12,14 @@ import (
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
-func agentSettings(train *dataset.Dataset) node.Settings {
+func daemonSettings(train *dataset.Dataset) node.Settings {
 	return node.Settings{Model: "lr", MaxFeature: train.MaxFeature, Optimizer: "sgd", LearningRate: 0.5,
 		Staleness: 1, Codec: "raw", Factors: node.FactorsOff, Iterations: 30}
 }
 
-// startAgent starts a host and an agent for member incarnation 1, as a
+// startDaemon starts a host and a daemon for member incarnation 1, as a
 // founder (reply nil) or from a join reply.
-func startAgent(t *testing.T, ctx context.Context, set node.Settings, shard []dataset.Row, reply *JoinReply, h *Host) *Agent {
+func startDaemon(t *testing.T, ctx context.Context, set node.Settings, shard []dataset.Row, reply *JoinReply, h *Host) *Daemon {
 	t.Helper()
 	mdl, opt, cdc, err := set.Build()
 	if err != nil {
@@ -39,7 +39,7 @@ func startAgent(t *testing.T, ctx context.Context, set node.Settings, shard []da
 	if reply != nil && len(reply.Snapshot.Pending) > 0 {
 		n.Receive(peers[0].Member, node.EncodeEnvelope(reply.Snapshot.Pending))
 	}
-	a, err := NewAgent(ctx, AgentConfig{Mesh: "test", Host: h, Node: n, Settings: set, Peers: peers,
+	a, err := NewDaemon(ctx, DaemonConfig{Mesh: "test", Host: h, Node: n, Settings: set, Peers: peers,
 		MinMembers: 3, Heartbeat: 100 * time.Millisecond, DeadAfter: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -50,22 +50,22 @@ func startAgent(t *testing.T, ctx context.Context, set node.Settings, shard []da
 // Three real libp2p nodes form one mesh through one member's address,
 // train together and end holding the same updates, each applied once; a
 // joiner with a conflicting explicit setting is refused with its name.
-func TestAgentsJoinTrainAndAgree(t *testing.T) {
+func TestDaemonsJoinTrainAndAgree(t *testing.T) {
 	train, _, err := dataset.Builtin("rcv1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := agentSettings(train)
+	set := daemonSettings(train)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	hosts := []*Host{newTestHost(t), newTestHost(t), newTestHost(t)}
-	founder := startAgent(t, ctx, set, train.Shard(0, 3).Rows, nil, hosts[0])
+	founder := startDaemon(t, ctx, set, train.Shard(0, 3).Rows, nil, hosts[0])
 	seed := hosts[0].Addrs()[0]
 
-	agents := []*Agent{founder}
+	daemons := []*Daemon{founder}
 	results := make(chan Result, 3)
 	errs := make(chan error, 3)
-	run := func(a *Agent) {
+	run := func(a *Daemon) {
 		r, err := a.Run(ctx)
 		results <- r
 		errs <- err
@@ -96,12 +96,12 @@ func TestAgentsJoinTrainAndAgree(t *testing.T) {
 		}
 	}
 	for i, h := range hosts[1:] {
-		a := startAgent(t, ctx, replies[i+1].Settings, train.Shard(i+1, 3).Rows, replies[i+1], h)
-		agents = append(agents, a)
+		a := startDaemon(t, ctx, replies[i+1].Settings, train.Shard(i+1, 3).Rows, replies[i+1], h)
+		daemons = append(daemons, a)
 		go run(a)
 	}
 	var held []uint64
-	for range agents {
+	for range daemons {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
@@ -129,12 +129,12 @@ func TestMetricsNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := agentSettings(train)
+	set := daemonSettings(train)
 	set.Iterations = 5
 	h := newTestHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	a := startAgent(t, ctx, set, train.Rows[:200], nil, h)
+	a := startDaemon(t, ctx, set, train.Rows[:200], nil, h)
 	a.cfg.MinMembers = 1
 	a.cfg.Metrics = NewMetrics()
 	a.cfg.Test = test.Rows[:100]

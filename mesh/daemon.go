@@ -21,15 +21,15 @@ import (
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
-// AgentConfig configures a long-running node: its core, its host, and how
+// DaemonConfig configures a long-running node: its core, its host, and how
 // it keeps track of the mesh around it.
-type AgentConfig struct {
+type DaemonConfig struct {
 	// Mesh names the mesh; it names the membership topic, and joiners
 	// asking for another mesh are refused.
 	Mesh string
 	Host *Host
 	// Node is the core, started fresh (a founder) or from a snapshot (a
-	// joiner). The agent owns it from Run on.
+	// joiner). The daemon owns it from Run on.
 	Node     *node.Syncer
 	Settings node.Settings
 	// Peers are the members known at start besides this one, with their
@@ -71,19 +71,19 @@ type AgentConfig struct {
 	Logger  *slog.Logger
 }
 
-func (c *AgentConfig) fill() error {
+func (c *DaemonConfig) fill() error {
 	if c.Host == nil || c.Node == nil {
-		return errors.New("agent: host and node are required")
+		return errors.New("daemon: host and node are required")
 	}
 	if c.Mesh == "" {
-		return errors.New("agent: empty mesh name")
+		return errors.New("daemon: empty mesh name")
 	}
 	switch c.Topology {
 	case "":
 		c.Topology = "halton"
 	case "halton", "full":
 	default:
-		return fmt.Errorf("agent: unknown topology %q (want halton or full)", c.Topology)
+		return fmt.Errorf("daemon: unknown topology %q (want halton or full)", c.Topology)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -127,7 +127,7 @@ type Result struct {
 	DirectPeers, RelayedPeers, UnreachableLinks int
 }
 
-// peerState is what the agent knows of one other member.
+// peerState is what the daemon knows of one other member.
 type peerState struct {
 	peer      peer.ID
 	entry     uint64
@@ -143,13 +143,13 @@ type heard struct {
 	from peer.ID
 }
 
-// Agent drives one node core in a live mesh: it trains, exchanges updates
+// Daemon drives one node core in a live mesh: it trains, exchanges updates
 // over the update protocol along the overlay, answers joiners, announces
 // itself and tracks the other members over GossipSub, declares silent
 // members dead, and leaves with notice when stopped. One goroutine (Run's)
 // owns the core; handlers hand it work through channels.
-type Agent struct {
-	cfg    AgentConfig
+type Daemon struct {
+	cfg    DaemonConfig
 	n      *node.Syncer
 	log    *slog.Logger
 	self   string
@@ -183,13 +183,13 @@ type Agent struct {
 // TopicName is the membership topic of a mesh.
 func TopicName(mesh string) string { return "/sketchmesh/" + mesh + "/members/1" }
 
-// NewAgent sets up membership over GossipSub and the join handler. Call
+// NewDaemon sets up membership over GossipSub and the join handler. Call
 // Run to start.
-func NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
+func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	a := &Agent{
+	a := &Daemon{
 		cfg: cfg, n: cfg.Node, self: cfg.Node.ID(),
 		log:     cfg.Logger.With("member", shortMember(cfg.Node.ID())),
 		joins:   make(chan joinCall),
@@ -203,7 +203,7 @@ func NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		return nil, err
 	}
 	if selfPeer != cfg.Host.h.ID() {
-		return nil, fmt.Errorf("agent: member %s does not run on host %s", a.self, cfg.Host.h.ID())
+		return nil, fmt.Errorf("daemon: member %s does not run on host %s", a.self, cfg.Host.h.ID())
 	}
 	topicName := TopicName(cfg.Mesh)
 	// GossipSub outlives a stop request long enough to carry the leave
@@ -345,7 +345,7 @@ func shortMember(m string) string {
 }
 
 // track records member as known and heard from at now, returning its state.
-func (a *Agent) track(member string, entry uint64, now time.Time) *peerState {
+func (a *Daemon) track(member string, entry uint64, now time.Time) *peerState {
 	ps := a.peers[member]
 	if ps == nil {
 		p, err := PeerOf(member)
@@ -362,7 +362,7 @@ func (a *Agent) track(member string, entry uint64, now time.Time) *peerState {
 	return ps
 }
 
-func (a *Agent) learnAddrs(member string, addrs []string) {
+func (a *Daemon) learnAddrs(member string, addrs []string) {
 	p, err := PeerOf(member)
 	if err != nil || p == a.cfg.Host.h.ID() {
 		return
@@ -377,7 +377,7 @@ func (a *Agent) learnAddrs(member string, addrs []string) {
 }
 
 // addrStrings returns the host's listen addresses as strings.
-func (a *Agent) addrStrings() []string {
+func (a *Daemon) addrStrings() []string {
 	var out []string
 	for _, m := range a.cfg.Host.h.Addrs() {
 		out = append(out, m.String())
@@ -389,7 +389,7 @@ func (a *Agent) addrStrings() []string {
 // last updates, or until ctx ends; then it leaves with notice (checkpoint,
 // leave announcement, last sends within LeaveTimeout). A stop through ctx
 // is not an error.
-func (a *Agent) Run(ctx context.Context) (Result, error) {
+func (a *Daemon) Run(ctx context.Context) (Result, error) {
 	start := time.Now()
 	defer close(a.stopped)
 	defer a.psCancel()
@@ -506,17 +506,17 @@ func (a *Agent) Run(ctx context.Context) (Result, error) {
 
 // finished reports whether a bounded run is over: all iterations run and
 // every live member's last update in.
-func (a *Agent) finished() bool {
+func (a *Daemon) finished() bool {
 	return a.cfg.Settings.Iterations > 0 && a.n.Done()
 }
 
 // syncAfter is how long the node waits at its gate before asking for
 // updates: a few rounds, at least 200 ms.
-func (a *Agent) syncAfter() time.Duration {
+func (a *Daemon) syncAfter() time.Duration {
 	return max(200*time.Millisecond, 3*a.round)
 }
 
-func (a *Agent) train() error {
+func (a *Daemon) train() error {
 	started := time.Now()
 	if err := a.n.Train(); err != nil {
 		return fmt.Errorf("train: %w", err)
@@ -540,7 +540,7 @@ func (a *Agent) train() error {
 	return nil
 }
 
-func (a *Agent) evaluate() {
+func (a *Daemon) evaluate() {
 	if len(a.cfg.Test) == 0 {
 		return
 	}
@@ -548,7 +548,7 @@ func (a *Agent) evaluate() {
 	a.lastEval.clock, a.lastEval.loss, a.lastEval.accuracy = a.n.Clock(), m.Loss, m.Accuracy
 }
 
-func (a *Agent) checkpoint() {
+func (a *Daemon) checkpoint() {
 	if a.cfg.Checkpoint == nil {
 		return
 	}
@@ -557,7 +557,7 @@ func (a *Agent) checkpoint() {
 	}
 }
 
-func (a *Agent) progress() {
+func (a *Daemon) progress() {
 	st := a.n.Stats()
 	a.log.Info("progress", "clock", a.n.Clock(), "live", len(a.n.Live()), "members", len(a.n.Members()),
 		"loss", st.LastLoss, "test_accuracy", a.lastEval.accuracy, "blocked", a.blocked.Round(time.Millisecond),
@@ -565,7 +565,7 @@ func (a *Agent) progress() {
 }
 
 // receive hands one arrival to the core under the member id of its sender.
-func (a *Agent) receive(m Inbound) {
+func (a *Daemon) receive(m Inbound) {
 	p, err := peer.Decode(m.From)
 	if err != nil {
 		return
@@ -581,7 +581,7 @@ func (a *Agent) receive(m Inbound) {
 	a.n.Receive(from, m.Data)
 }
 
-func (a *Agent) send(m node.Message) {
+func (a *Daemon) send(m node.Message) {
 	p, err := PeerOf(m.To)
 	if err != nil {
 		return
@@ -589,34 +589,34 @@ func (a *Agent) send(m node.Message) {
 	a.cfg.Host.Send(p.String(), m.Data)
 }
 
-func (a *Agent) sendAll(msgs []node.Message) {
+func (a *Daemon) sendAll(msgs []node.Message) {
 	for _, m := range msgs {
 		a.send(m)
 	}
 }
 
 // announce publishes this node's hello or leave.
-func (a *Agent) announce(kind string) {
+func (a *Daemon) announce(kind string) {
 	c := a.n.Clock()
 	a.publish(Announcement{Kind: kind, Member: a.self, Entry: min(a.entry(), c), Clock: c, Round: a.round, Addrs: a.addrStrings()})
 }
 
 // entry is the clock this node started at.
-func (a *Agent) entry() uint64 {
+func (a *Daemon) entry() uint64 {
 	if s := a.n.Config().Start; s != nil {
 		return s.Clock
 	}
 	return 0
 }
 
-func (a *Agent) publish(an Announcement) {
+func (a *Daemon) publish(an Announcement) {
 	if err := a.topic.Publish(context.Background(), EncodeAnnouncement(an)); err != nil {
 		a.log.Warn("membership announcement not published", "kind", an.Kind, "err", err)
 	}
 }
 
 // listen moves announcements from the subscription to the loop.
-func (a *Agent) listen(ctx context.Context) {
+func (a *Daemon) listen(ctx context.Context) {
 	for {
 		m, err := a.sub.Next(ctx)
 		if err != nil {
@@ -641,7 +641,7 @@ func (a *Agent) listen(ctx context.Context) {
 
 // onAnnouncement applies what a member said of itself (or of a joiner it
 // admitted).
-func (a *Agent) onAnnouncement(h heard) {
+func (a *Daemon) onAnnouncement(h heard) {
 	an := h.a
 	if an.Member == a.self {
 		return
@@ -692,7 +692,7 @@ func (a *Agent) onAnnouncement(h heard) {
 
 // retire marks the older incarnations of member's peer dead: a peer runs
 // one member at a time, so a new incarnation means the old one is gone.
-func (a *Agent) retire(member string) {
+func (a *Daemon) retire(member string) {
 	p, _ := PeerOf(member)
 	for m, ps := range a.peers {
 		if m != member && ps.peer == p && !ps.dead {
@@ -708,7 +708,7 @@ func (a *Agent) retire(member string) {
 
 // deadAfter is how long a member may stay silent: the floor, or ten of the
 // mesh's slowest recent rounds, whichever is longer.
-func (a *Agent) deadAfter() time.Duration {
+func (a *Daemon) deadAfter() time.Duration {
 	slowest := a.round
 	for _, ps := range a.peers {
 		if !ps.dead {
@@ -718,7 +718,7 @@ func (a *Agent) deadAfter() time.Duration {
 	return max(a.cfg.DeadAfter, 10*slowest, 4*a.cfg.Heartbeat)
 }
 
-func (a *Agent) detectDeaths(now time.Time) {
+func (a *Daemon) detectDeaths(now time.Time) {
 	limit := a.deadAfter()
 	changed := false
 	for m, ps := range a.peers {
@@ -739,7 +739,7 @@ func (a *Agent) detectDeaths(now time.Time) {
 // checkAlone warns, once per DeadAfter, while the node has no live member
 // besides itself, or none it is connected to: it must never train alone
 // while believing it is in a mesh.
-func (a *Agent) checkAlone(now time.Time) {
+func (a *Daemon) checkAlone(now time.Time) {
 	live := len(a.n.Live()) > 1
 	if live && a.reachable() {
 		a.aloneFrom = time.Time{}
@@ -761,7 +761,7 @@ func (a *Agent) checkAlone(now time.Time) {
 }
 
 // alone is how long the node has had no live member besides itself.
-func (a *Agent) alone() time.Duration {
+func (a *Daemon) alone() time.Duration {
 	if a.aloneFrom.IsZero() {
 		return 0
 	}
@@ -769,7 +769,7 @@ func (a *Agent) alone() time.Duration {
 }
 
 // rebuildOverlay recomputes the relay overlay over the live members.
-func (a *Agent) rebuildOverlay() {
+func (a *Daemon) rebuildOverlay() {
 	live := a.n.Live()
 	if a.cfg.Topology == "full" {
 		a.n.SetRouter(node.NewFullMesh(live))
@@ -781,7 +781,7 @@ func (a *Agent) rebuildOverlay() {
 // admit answers a join request on the loop: refuse another mesh or
 // conflicting settings; otherwise add the joiner at this node's rows'
 // clock, announce it, and hand it a snapshot.
-func (a *Agent) admit(q JoinRequest) []byte {
+func (a *Daemon) admit(q JoinRequest) []byte {
 	if q.Mesh != a.cfg.Mesh {
 		return encodeJoinReply(nil, fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))
 	}
@@ -826,7 +826,7 @@ func addrsOf(h *Host, p peer.ID) []string {
 
 // finish ends the run: a final evaluation and checkpoint, the leave notice,
 // and the last sends within LeaveTimeout.
-func (a *Agent) finish(ctx context.Context, start time.Time, stopped bool) (Result, error) {
+func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Result, error) {
 	a.evaluate()
 	a.checkpoint()
 	a.announce(AnnounceLeave)
@@ -841,7 +841,7 @@ func (a *Agent) finish(ctx context.Context, start time.Time, stopped bool) (Resu
 	return res, nil
 }
 
-func (a *Agent) result(start time.Time, stopped bool) Result {
+func (a *Daemon) result(start time.Time, stopped bool) Result {
 	fromSnap, applied, held := a.n.Ledger()
 	st := a.n.Stats()
 	twice := uint64(0)
@@ -858,7 +858,7 @@ func (a *Agent) result(start time.Time, stopped bool) Result {
 	}
 }
 
-func (a *Agent) metrics() {
+func (a *Daemon) metrics() {
 	if a.cfg.Metrics == nil {
 		return
 	}
