@@ -11,9 +11,20 @@
 // stream is reset. Each peer gets one long-lived outbound stream, opened on
 // first use and reopened once after a failure.
 //
+// # The long-running node
+//
+// Daemon drives a core in a live mesh (the run command): a joiner asks any
+// member on /sketchmesh/join/1 for the mesh's settings, its members and a
+// snapshot to start from (join.go); members announce themselves, admit
+// joiners and leave over a GossipSub topic per mesh (member.go), and the
+// daemon declares a silent member dead after a timeout that follows the
+// mesh's round time. Reaching members behind NATs (QUIC, relays, hole
+// punching, AutoNAT) is in reach.go; private networks, allow lists, limits
+// and update signatures in security.go; Prometheus metrics in metrics.go.
+//
 // # Concurrency
 //
-// One goroutine (Run) owns the node core. Inbound streams are read by their
+// One goroutine (Run, or Daemon.Run) owns the node core. Inbound streams are read by their
 // own goroutines, which hand messages to the loop through a channel; sends go
 // to a per-peer queue drained by a per-peer goroutine, so the loop never
 // blocks on the network. Queues are bounded in practice by the staleness
