@@ -1038,14 +1038,9 @@ func mergeLists(lists []listDecoder, keys []uint64, ids []uint32) error {
 	return mergeTree(lists, live, keys, ids)
 }
 
-// mergeLinear merges up to linearMerge lists by scanning their heads.
-// Exhausted lists hold MaxUint64 and list -1.
-func mergeLinear(lists []listDecoder, keys []uint64, ids []uint32) error {
-	var heads [linearMerge]uint64
-	var leaf [linearMerge]int32
-	for i := range heads {
-		heads[i], leaf[i] = math.MaxUint64, -1
-	}
+// loadHeads puts the first key of every non-empty list in heads, and the
+// list's index in leaf, in list order; it returns how many it loaded.
+func loadHeads(lists []listDecoder, heads []uint64, leaf []int32) (int, error) {
 	k := 0
 	for l := range lists {
 		ld := &lists[l]
@@ -1054,10 +1049,25 @@ func mergeLinear(lists []listDecoder, keys []uint64, ids []uint32) error {
 		}
 		key, err := ld.refill()
 		if err != nil {
-			return fmt.Errorf("list %d: %w", l, err)
+			return 0, fmt.Errorf("list %d: %w", l, err)
 		}
 		heads[k], leaf[k] = key, int32(l)
 		k++
+	}
+	return k, nil
+}
+
+// mergeLinear merges up to linearMerge lists by scanning their heads.
+// Exhausted lists hold MaxUint64 and list -1.
+func mergeLinear(lists []listDecoder, keys []uint64, ids []uint32) error {
+	var heads [linearMerge]uint64
+	var leaf [linearMerge]int32
+	for i := range heads {
+		heads[i], leaf[i] = math.MaxUint64, -1
+	}
+	k, err := loadHeads(lists, heads[:], leaf[:])
+	if err != nil {
+		return err
 	}
 	prevKey := uint64(0)
 	for i := range keys {
@@ -1115,18 +1125,9 @@ func mergeTree(lists []listDecoder, live int, keys []uint64, ids []uint32) error
 	leaf := make([]int32, k)
 	tree := make([]int32, k)
 	win := make([]int32, 2*k)
-	j := 0
-	for l := range lists {
-		ld := &lists[l]
-		if ld.count == 0 {
-			continue
-		}
-		key, err := ld.refill()
-		if err != nil {
-			return fmt.Errorf("list %d: %w", l, err)
-		}
-		heads[j], leaf[j] = key, int32(l)
-		j++
+	j, err := loadHeads(lists, heads, leaf)
+	if err != nil {
+		return err
 	}
 	for ; j < k; j++ {
 		heads[j], leaf[j] = math.MaxUint64, -1

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
@@ -675,15 +676,7 @@ func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
 		return
 	}
 	list := n.pending[clock]
-	i, _ := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int {
-		switch {
-		case p.origin < o:
-			return -1
-		case p.origin > o:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int { return strings.Compare(p.origin, o) })
 	n.pending[clock] = slices.Insert(list, i, pendingUpdate{origin: origin, u: u})
 }
 

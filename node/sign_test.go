@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/codec"
-	"github.com/sketchmesh/sketchmesh/model"
 )
 
 // macAuth is a test Authenticator: each member's "key" is a secret every
@@ -48,34 +47,12 @@ func (c chain) Forward(origin, at string) []string {
 
 func newSigned(t *testing.T, p int, auth Authenticator, router Router, robust func() *Robust) ([]*Syncer, []string) {
 	t.Helper()
-	train := testData(t)
-	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature, L2: 1e-4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, p)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("node-%02d", i)
-	}
-	out := make([]*Syncer, p)
-	for i, id := range ids {
-		opt, err := model.NewOptimizer(model.SGD, 1, mdl.NumParams())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := Config{
-			ID: id, Members: ids, Model: mdl, Optimizer: opt, Codec: codec.Raw{},
-			Staleness: 1, Iterations: 20, BatchSize: 5, Seed: 1,
-			Shard: train.Shard(i, p).Rows, Auth: auth, Router: router,
-		}
+	return newSyncersWith(t, p, SyncConfig{}, func(c *Config) {
+		c.Staleness, c.Iterations, c.Auth, c.Router = 1, 20, auth, router
 		if robust != nil {
-			cfg.Robust = robust()
+			c.Robust = robust()
 		}
-		if out[i], err = NewSyncer(cfg, SyncConfig{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out, ids
+	})
 }
 
 func rawFrame(t *testing.T, keys []uint64, vals []float32) []byte {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -482,15 +483,7 @@ func (s *Syncer) retain(origin string, clock uint64, frame, sig []byte) {
 		return
 	}
 	log := s.logs[i]
-	j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int {
-		switch {
-		case r.clock < c:
-			return -1
-		case r.clock > c:
-			return 1
-		}
-		return 0
-	})
+	j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
 	if found {
 		return
 	}
@@ -538,15 +531,7 @@ func (s *Syncer) handleSync(from string, data []byte) {
 			continue
 		}
 		log := s.logs[i]
-		j, _ := slices.BinarySearchFunc(log, e.Clock+1, func(r retained, c uint64) int {
-			switch {
-			case r.clock < c:
-				return -1
-			case r.clock > c:
-				return 1
-			}
-			return 0
-		})
+		j, _ := slices.BinarySearchFunc(log, e.Clock+1, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
 		for ; j < len(log) && log[j].clock <= limit; j++ {
 			f := log[j].frame
 			if len(f) > budget && sent > 0 {

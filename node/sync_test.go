@@ -15,6 +15,13 @@ import (
 
 func newSyncers(t *testing.T, p, staleness int, iterations uint64, sc SyncConfig) ([]*Syncer, []string) {
 	t.Helper()
+	return newSyncersWith(t, p, sc, func(c *Config) { c.Staleness, c.Iterations = staleness, iterations })
+}
+
+// newSyncersWith builds p Syncers training logistic regression with SGD on
+// rcv1 shards; adjust changes each node's config before it is built.
+func newSyncersWith(t *testing.T, p int, sc SyncConfig, adjust func(*Config)) ([]*Syncer, []string) {
+	t.Helper()
 	train := testData(t)
 	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature, L2: 1e-4})
 	if err != nil {
@@ -30,12 +37,12 @@ func newSyncers(t *testing.T, p, staleness int, iterations uint64, sc SyncConfig
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i], err = NewSyncer(Config{
+		cfg := Config{
 			ID: id, Members: ids, Model: mdl, Optimizer: opt, Codec: codec.Raw{},
-			Staleness: staleness, Iterations: iterations, BatchSize: 5, Seed: 1,
-			Shard: train.Shard(i, p).Rows,
-		}, sc)
-		if err != nil {
+			BatchSize: 5, Seed: 1, Shard: train.Shard(i, p).Rows,
+		}
+		adjust(&cfg)
+		if out[i], err = NewSyncer(cfg, sc); err != nil {
 			t.Fatal(err)
 		}
 	}
