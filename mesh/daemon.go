@@ -653,9 +653,12 @@ func (a *Daemon) onAnnouncement(h heard) {
 		if !known || ps.left {
 			return
 		}
-		ps.left, ps.dead = true, true
+		// The member stays in the wait set until its updates up to its
+		// last clock are in: they may still be on their way.
+		ps.left, ps.lastHeard = true, now
 		a.n.Leave(an.Member, an.Clock)
-		a.log.Info("member left", "who", shortMember(an.Member), "last_clock", an.Clock)
+		ps.dead = !a.n.Leaving(an.Member)
+		a.log.Info("member left", "who", shortMember(an.Member), "last_clock", an.Clock, "waiting_for_updates", !ps.dead)
 		a.rebuildOverlay()
 		return
 	case AnnounceHello, AnnounceAdmit:
@@ -722,13 +725,22 @@ func (a *Daemon) detectDeaths(now time.Time) {
 	limit := a.deadAfter()
 	changed := false
 	for m, ps := range a.peers {
+		if ps.left && !ps.dead && !a.n.Leaving(m) {
+			ps.dead = true // its last updates arrived
+			continue
+		}
 		if ps.dead || now.Sub(ps.lastHeard) < limit {
 			continue
 		}
 		ps.dead = true
 		a.n.PeerDown(m)
 		changed = true
-		a.log.Warn("member declared dead", "who", shortMember(m), "silent_for", now.Sub(ps.lastHeard).Round(time.Millisecond), "timeout", limit)
+		silent := now.Sub(ps.lastHeard).Round(time.Millisecond)
+		if ps.left {
+			a.log.Warn("member left but its last updates never arrived; no longer waiting for them", "who", shortMember(m), "since_leave", silent, "timeout", limit)
+			continue
+		}
+		a.log.Warn("member declared dead", "who", shortMember(m), "silent_for", silent, "timeout", limit)
 	}
 	if changed {
 		a.rebuildOverlay()
@@ -770,7 +782,9 @@ func (a *Daemon) alone() time.Duration {
 
 // rebuildOverlay recomputes the relay overlay over the live members.
 func (a *Daemon) rebuildOverlay() {
-	live := a.n.Live()
+	// Members on their way out are not in the overlay: nothing is sent to
+	// them, and others' updates route around them.
+	live := slices.DeleteFunc(a.n.Live(), a.n.Leaving)
 	if a.cfg.Topology == "full" {
 		a.n.SetRouter(node.NewFullMesh(live))
 		return
@@ -808,7 +822,7 @@ func (a *Daemon) admit(q JoinRequest) []byte {
 	reply := &JoinReply{Settings: a.cfg.Settings, Snapshot: &snap}
 	reply.Members = append(reply.Members, PeerRecord{Member: a.self, Addrs: a.addrStrings()})
 	for m, ps := range a.peers {
-		if !ps.dead && m != q.Member {
+		if !ps.dead && !ps.left && m != q.Member {
 			reply.Members = append(reply.Members, PeerRecord{Member: m, Addrs: addrsOf(a.cfg.Host, ps.peer)})
 		}
 	}

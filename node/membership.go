@@ -41,6 +41,10 @@ type MemberEntry struct {
 	// High (and at most the rows' clock) that the rows also hold.
 	High  uint64
 	Ahead []uint64
+	// Left says the member announced its departure after its update Last:
+	// a joiner waits for its updates up to Last and for none above.
+	Left bool
+	Last uint64
 }
 
 // Snapshot is what a node hands a joiner: its committed rows and exactly
@@ -69,6 +73,7 @@ func (n *Node) Snapshot() Snapshot {
 		// entry; saying so keeps the joiner from waiting for those clocks.
 		entry := n.entryOf[m]
 		e := MemberEntry{ID: m, Live: n.live[m], Entry: entry, High: max(min(n.vc.Get(m), n.committedClock), entry)}
+		e.Last, e.Left = n.left[m]
 		for c := range n.vc.ahead[m] {
 			if c <= n.committedClock {
 				e.Ahead = append(e.Ahead, c)
@@ -118,6 +123,12 @@ func (n *Node) start(s *Snapshot) error {
 			}
 			n.vc.Add(e.ID, c)
 		}
+		if e.Left && e.ID != n.cfg.ID {
+			if n.left == nil {
+				n.left = map[string]uint64{}
+			}
+			n.left[e.ID] = e.Last
+		}
 	}
 	// The joiner's own updates start after the rows' clock; whatever the
 	// snapshot said of this id (a member id is never reused) is replaced.
@@ -127,6 +138,7 @@ func (n *Node) start(s *Snapshot) error {
 	n.entries += s.Clock
 	n.setEntry(n.cfg.ID, s.Clock)
 	n.setLive(n.cfg.ID, true)
+	n.retireLeavers()
 	n.rebuildRouter()
 	return nil
 }
@@ -161,9 +173,11 @@ func (n *Node) AddMember(id string, entry uint64) {
 	n.commit()
 }
 
-// Leave marks member id as gone for good after its update last: it leaves
-// the live set (see PeerDown) and anti-entropy stops asking for its
-// updates above last.
+// Leave records that member id stops after its update last. It stays in the
+// live set until the view holds its updates up to last (they may still be
+// in flight when the notice arrives), then leaves it (see PeerDown);
+// anti-entropy never asks for its updates above last. A driver that waits
+// too long for those updates declares the member down with PeerDown.
 func (n *Node) Leave(id string, last uint64) {
 	if _, ok := slices.BinarySearch(n.members, id); !ok || id == n.cfg.ID {
 		return
@@ -172,7 +186,24 @@ func (n *Node) Leave(id string, last uint64) {
 		n.left = map[string]uint64{}
 	}
 	n.left[id] = last
-	n.PeerDown(id)
+	n.retireLeavers()
+}
+
+// Leaving reports whether member id announced its departure and is still
+// live because some of its updates up to its last have not arrived.
+func (n *Node) Leaving(id string) bool {
+	_, gone := n.left[id]
+	return gone && n.live[id]
+}
+
+// retireLeavers takes out of the live set every member that left and whose
+// updates up to its last are all in the view.
+func (n *Node) retireLeavers() {
+	for id, last := range n.left {
+		if n.live[id] && n.vc.Get(id) >= last {
+			n.PeerDown(id)
+		}
+	}
 }
 
 // setEntry records a member's entry clock, and counts it among the vector

@@ -285,6 +285,60 @@ func TestKillLeaveAndRejoin(t *testing.T) {
 	}
 }
 
+// A leave notice can overtake the leaver's last updates: the others keep
+// waiting for them, and finish holding them; if they never come, the
+// driver's PeerDown ends the wait.
+func TestLeaveWaitsForLastUpdates(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		waited := 0
+		for seed := uint64(1); seed <= 4; seed++ {
+			ch := newChurn(t, 3, 1, 20, seed)
+			ch.runUntil(func() bool { return ch.nodes["node-02"].Clock() >= 8 })
+			// Hold back what node-02 has in flight, then let it leave.
+			var held []flight
+			ch.flight = slices.DeleteFunc(ch.flight, func(f flight) bool {
+				if f.from == "node-02" {
+					held = append(held, f)
+					return true
+				}
+				return false
+			})
+			last := ch.nodes["node-02"].Clock()
+			ch.dead["node-02"] = true
+			for _, id := range ch.live() {
+				n := ch.nodes[id]
+				n.Leave("node-02", last)
+				if got := n.VectorClock().Get("node-02"); got < last {
+					if !n.Leaving("node-02") {
+						t.Fatalf("seed %d: %s holds node-02 up to %d of %d and stopped waiting", seed, id, got, last)
+					}
+					waited++
+				}
+			}
+			if lost {
+				for _, id := range ch.live() {
+					ch.nodes[id].PeerDown("node-02")
+				}
+			} else {
+				ch.flight = append(ch.flight, held...)
+			}
+			ch.runUntil(ch.allDone)
+			for _, id := range ch.live() {
+				n := ch.nodes[id]
+				if n.Leaving("node-02") || slices.Contains(n.Live(), "node-02") {
+					t.Errorf("lost %v seed %d: %s still waits for node-02", lost, seed, id)
+				}
+				if got := n.VectorClock().Get("node-02"); !lost && got != last {
+					t.Errorf("seed %d: %s finished holding node-02 up to %d, it left after %d", seed, id, got, last)
+				}
+			}
+		}
+		if waited == 0 {
+			t.Errorf("lost %v: the notice never overtook an update", lost)
+		}
+	}
+}
+
 func TestStartRejectsSnapshotThatDoesNotFit(t *testing.T) {
 	ch := newChurn(t, 2, 0, 5, 1)
 	snap := ch.nodes["node-00"].Snapshot()

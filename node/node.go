@@ -500,6 +500,7 @@ func (n *Node) Receive(from string, data []byte) {
 		}
 		n.route(u)
 	}
+	n.retireLeavers()
 	n.commit()
 }
 
@@ -683,7 +684,7 @@ func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
 // route queues u for the next hops the router gives for this node.
 func (n *Node) route(u Update) {
 	for _, hop := range n.router.Forward(u.Origin, n.cfg.ID) {
-		if hop == n.cfg.ID || hop == u.Origin || !n.live[hop] {
+		if hop == n.cfg.ID || hop == u.Origin || !n.live[hop] || n.Leaving(hop) {
 			continue
 		}
 		n.outbox[hop] = append(n.outbox[hop], u)

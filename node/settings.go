@@ -191,7 +191,7 @@ func (s *Snapshot) WriteTo(w *wire.Writer) {
 	w.Floats(s.View)
 	w.Array(len(s.Members))
 	for _, m := range s.Members {
-		w.Array(5)
+		w.Array(7)
 		w.String(m.ID)
 		w.Bool(m.Live)
 		w.Uint(m.Entry)
@@ -200,6 +200,8 @@ func (s *Snapshot) WriteTo(w *wire.Writer) {
 		for _, c := range m.Ahead {
 			w.Uint(c)
 		}
+		w.Bool(m.Left)
+		w.Uint(m.Last)
 	}
 	w.Bin(EncodeEnvelope(s.Pending))
 }
@@ -218,7 +220,7 @@ func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
 	if s.View, err = r.Floats("snapshot view", MaxParams); err != nil {
 		return nil, err
 	}
-	n, err := r.Array("snapshot members", 5)
+	n, err := r.Array("snapshot members", 7)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +230,7 @@ func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
 	s.Members = make([]MemberEntry, n)
 	for i := range s.Members {
 		m := &s.Members[i]
-		if err := r.Fields("snapshot member", 5); err != nil {
+		if err := r.Fields("snapshot member", 7); err != nil {
 			return nil, err
 		}
 		if m.ID, err = r.String("member id", maxOriginBytes); err != nil {
@@ -252,6 +254,12 @@ func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
 			if m.Ahead[j], err = r.Uint("member gap"); err != nil {
 				return nil, err
 			}
+		}
+		if m.Left, err = r.Bool("member left"); err != nil {
+			return nil, err
+		}
+		if m.Last, err = r.Uint("member last clock"); err != nil {
+			return nil, err
 		}
 	}
 	env, err := r.Bytes("snapshot pending", MaxEnvelopeBytes)

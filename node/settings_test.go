@@ -29,7 +29,7 @@ func testSnapshot() *Snapshot {
 		Members: []MemberEntry{
 			{ID: "node-00", Live: true, High: 42},
 			{ID: "node-01", Live: true, High: 40, Ahead: []uint64{42, 44}},
-			{ID: "node-02", Live: false, High: 17},
+			{ID: "node-02", Live: false, High: 17, Left: true, Last: 19},
 		},
 		Pending: []Update{
 			{Origin: "node-01", Clock: 44, Frame: []byte{1, 2, 3}},
@@ -81,7 +81,7 @@ func sameSnapshot(a, b *Snapshot) bool {
 	}
 	for i, m := range a.Members {
 		o := b.Members[i]
-		if m.ID != o.ID || m.Live != o.Live || m.High != o.High || !slices.Equal(m.Ahead, o.Ahead) {
+		if m.ID != o.ID || m.Live != o.Live || m.High != o.High || !slices.Equal(m.Ahead, o.Ahead) || m.Left != o.Left || m.Last != o.Last {
 			return false
 		}
 	}
@@ -192,7 +192,7 @@ func snapshotParts(s *Snapshot) []wiretest.Part {
 	}
 	for _, m := range s.Members {
 		ps = append(ps,
-			partOf("snapshot member", func(w *wire.Writer) { w.Array(5) }),
+			partOf("snapshot member", func(w *wire.Writer) { w.Array(7) }),
 			partOf("member id", func(w *wire.Writer) { w.String(m.ID) }),
 			partOf("member live", func(w *wire.Writer) { w.Bool(m.Live) }),
 			partOf("member entry clock", func(w *wire.Writer) { w.Uint(m.Entry) }),
@@ -201,6 +201,9 @@ func snapshotParts(s *Snapshot) []wiretest.Part {
 		for _, c := range m.Ahead {
 			ps = append(ps, partOf("member gap", func(w *wire.Writer) { w.Uint(c) }))
 		}
+		ps = append(ps,
+			partOf("member left", func(w *wire.Writer) { w.Bool(m.Left) }),
+			partOf("member last clock", func(w *wire.Writer) { w.Uint(m.Last) }))
 	}
 	return append(ps, partOf("snapshot pending", func(w *wire.Writer) { w.Bin(EncodeEnvelope(s.Pending)) }))
 }
@@ -269,7 +272,7 @@ func TestSnapshotWrongFields(t *testing.T) {
 	gap := slices.IndexFunc(ps, func(p wiretest.Part) bool { return p.Name == "member gap" })
 	ms = append(ms, []wiretest.Mutant{
 		{Name: "three fields", Want: "snapshot has 3 fields, want 4", Data: wiretest.Replaced(ps, 0, []byte{0x93})},
-		{Name: "member with six fields", Want: "snapshot member has 6 fields, want 5", Data: wiretest.Replaced(ps, 4, []byte{0x96})},
+		{Name: "member with six fields", Want: "snapshot member has 6 fields, want 7", Data: wiretest.Replaced(ps, 4, []byte{0x96})},
 		{Name: "view NaN", Want: "snapshot view[1] is NaN", Data: wiretest.Replaced(ps, 2, partOf("", func(w *wire.Writer) { w.Floats([]float64{0, math.NaN()}) }).Data)},
 		{Name: "negative clock", Want: "snapshot clock is negative", Data: wiretest.Replaced(ps, 1, []byte{0xff})},
 		{Name: "negative gap", Want: "member gap is negative", Data: wiretest.Replaced(ps, gap, []byte{0xd0, 0x80})},
@@ -307,7 +310,7 @@ func TestSnapshotOverLimits(t *testing.T) {
 	w.Uint(1)
 	w.Floats(nil)
 	w.Array(MaxMembers + 1)
-	data := append(w.Bytes(), make([]byte, 5*(MaxMembers+1))...)
+	data := append(w.Bytes(), make([]byte, 7*(MaxMembers+1))...)
 	_, err := readSnapshot(data)
 	if !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), "65537 members, limit 65536") {
 		t.Fatalf("error %v, want the member limit", err)
@@ -328,7 +331,7 @@ func TestSnapshotOverLimits(t *testing.T) {
 	}
 }
 
-// Member entries claim at least five bytes each, gaps one: a claim the
+// Member entries claim at least seven bytes each, gaps one: a claim the
 // input cannot hold is refused on those grounds.
 func TestSnapshotClaimsCheckedAgainstInput(t *testing.T) {
 	w := wire.NewWriter()
@@ -345,7 +348,7 @@ func TestSnapshotClaimsCheckedAgainstInput(t *testing.T) {
 	w.Uint(1)
 	w.Floats(nil)
 	w.Array(1)
-	w.Array(5)
+	w.Array(7)
 	w.String("a")
 	w.Bool(true)
 	w.Uint(0)

@@ -576,7 +576,11 @@ func (s *Syncer) SyncRequest() []Message {
 	for i := range k {
 		q := laggards[(start+i)%len(laggards)]
 		req := SyncMessage{Upto: upto, Have: []SyncEntry{{Origin: q, Clock: s.vc.Get(q)}}}
-		out = append(out, s.request(q, req))
+		// A member that announced its departure is gone; others hold
+		// what it sent before it left.
+		if !s.Leaving(q) {
+			out = append(out, s.request(q, req))
+		}
 		// The same question to another member, in turn: the laggard may be
 		// unreachable from here (a link with no path), while its updates
 		// reached others, who keep them (Window).
@@ -587,14 +591,14 @@ func (s *Syncer) SyncRequest() []Message {
 	return out
 }
 
-// otherThan returns the next live member in turn that is neither this node
-// nor q, or "" when there is none.
+// otherThan returns the next live member in turn that is neither this node,
+// nor q, nor leaving; "" when there is none.
 func (s *Syncer) otherThan(q string) string {
 	live := s.Live()
 	for range live {
 		m := live[s.peerCursor%len(live)]
 		s.peerCursor++
-		if m != s.cfg.ID && m != q {
+		if m != s.cfg.ID && m != q && !s.Leaving(m) {
 			return m
 		}
 	}
