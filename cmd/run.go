@@ -180,6 +180,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if f.checkpointDir != "" {
+		release, err := checkpoint.Lock(f.checkpointDir)
+		if err != nil {
+			return fmt.Errorf("--checkpoint-dir: %w", err)
+		}
+		defer func() {
+			if err := release(); err != nil {
+				logger.Warn("release the checkpoint directory", "dir", f.checkpointDir, "err", err)
+			}
+		}()
+	}
 	saved, err := f.loadCheckpoint(key)
 	if err != nil {
 		return err

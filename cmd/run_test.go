@@ -87,6 +87,22 @@ func TestRunRefusesForeignCheckpoint(t *testing.T) {
 	}
 }
 
+// Two nodes never share a checkpoint directory: the second is refused
+// before it starts, with the holder's name.
+func TestRunRefusesLockedCheckpointDir(t *testing.T) {
+	ck := filepath.Join(t.TempDir(), "ck")
+	release, err := checkpoint.Lock(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	code, _, errOut := runMain("run", "--data", "rcv1", "--listen", "/ip4/127.0.0.1/tcp/0", "--iterations", "3",
+		"--key", filepath.Join(t.TempDir(), "node.key"), "--checkpoint-dir", ck)
+	if code == 0 || !strings.Contains(errOut, "checkpoint directory in use") || !strings.Contains(errOut, "locked by process") {
+		t.Errorf("locked directory: exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
 // A run stopped by its context leaves with notice and exits cleanly.
 func TestRunStopsOnSignal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)

@@ -51,9 +51,12 @@ const (
 )
 
 // Errors returned by decoders and encoders. Decoding errors wrap ErrCorrupt,
-// so callers can count them as one reason.
+// so callers can count them as one reason; a frame that carries a NaN or
+// an infinity wraps ErrNotFinite too, so a receiver can tell a poisoned
+// value from a damaged frame.
 var (
 	ErrCorrupt      = errors.New("corrupt frame")
+	ErrNotFinite    = errors.New("not a finite number")
 	ErrUnknownCodec = errors.New("unknown codec")
 	ErrBadInput     = errors.New("invalid update")
 )

@@ -33,8 +33,9 @@
 // [ErrBadInput].
 //
 // Frames come from untrusted peers. Decoding arbitrary bytes returns an
-// error wrapping [ErrCorrupt] or a well-formed update (ascending keys,
-// finite values); it never panics. Decoding allocates at most 8 bytes per
+// error wrapping [ErrCorrupt] (and [ErrNotFinite] when the frame carries a
+// NaN or an infinity) or a well-formed update (ascending keys, finite
+// values); it never panics. Decoding allocates at most 8 bytes per
 // frame byte plus 64 KiB: each decoder computes from header fields what it
 // will allocate (the pairs, 12 bytes each, and its tables), checks every
 // count and length against the bytes that remain, and refuses the frame

@@ -64,7 +64,7 @@ func hostileFrames() []hostileCase {
 		{"raw huge count", frameOf(IDRaw).b(0).u(1 << 60), "count 1152921504606846976 needs"},
 		{"raw truncated", frameOf(IDRaw).b(0).u(2).u64(1).u32(0), "needs 24 bytes"},
 		{"raw keys out of order", frameOf(IDRaw).b(0).u(2).u64(9).u64(3).u32(0).u32(0), "key 3 follows key 9"},
-		{"raw NaN value", frameOf(IDRaw).b(1).u(1).u32(0x7FC00000), "value NaN"},
+		{"raw NaN value", frameOf(IDRaw).b(1).u(1).u32(0x7FC00000), "value NaN at index 0: not a finite number"},
 
 		{"sketchml flags", smHead(0x80, 0, 0, 0, nil, nil, 1), "unknown flags 0x80"},
 		{"sketchml truncated header", valid[:9], "truncated frame reading"},
@@ -80,9 +80,9 @@ func hostileFrames() []hostileCase {
 		{"sketchml rows 0", smHead(0, 2, 2, 0, g(2), nil, 0), "rows s=0"},
 		{"sketchml rows 17", smHead(0, 2, 2, 0, g(2), nil, 17), "rows s=17"},
 		{"sketchml many lists", frameOf(IDSketchML).b(0).u(2, 4096, 0, 4096, 0, 1, 1), "4097 key lists need"},
-		{"sketchml NaN representative", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x7FC00000, 0), "positive representative 0 is not finite"},
-		{"sketchml Inf representative", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x3F000000, 0x7F800000-0x3F000000-1), "positive representative 1 is not finite"},
-		{"sketchml wrapping representative", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x3F000000, math.MaxUint64), "not finite"},
+		{"sketchml NaN representative", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x7FC00000, 0), "positive representative 0: not a finite number"},
+		{"sketchml Inf representative", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x3F000000, 0x7F800000-0x3F000000-1), "positive representative 1: not a finite number"},
+		{"sketchml wrapping representative", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x3F000000, math.MaxUint64), "not a finite number"},
 		{"sketchml truncated reps", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x3F000000), "truncated frame reading positive representative"},
 		{"sketchml t=0", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x3F000000, 0x7FFFFF).u(0).u(2, 5, 0).b(0x08, 0x1A, 0, 5, 3), "sketch columns t=0"},
 		{"sketchml t absurd", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x3F000000, 0x7FFFFF).u(0).u(2, 5, 1<<31).b(0x08, 0x1A, 0, 5, 3, 0), "list payloads need at least"},
@@ -104,8 +104,8 @@ func hostileFrames() []hostileCase {
 		{"sketchml dense index beyond q", frameOf(IDSketchML).b(smFlagDense).u(1, 3, 0).u(0x3F000000, 0, 0).b(0x03), "index 3 at value 0 exceeds q=3"},
 		{"sketchml dense key flag", frameOf(IDSketchML).b(smFlagDense|smFlagKeyHuffman).u(0, 0, 0), "key coding flag on a dense frame"},
 
-		{"uniform8 NaN scale", frameOf(IDUniform8).b(1).u(1).u32(0x7FC00000).b(1), "scale NaN is not a finite"},
-		{"uniform8 negative scale", frameOf(IDUniform8).b(1).u(1).u32(0xBF800000).b(1), "scale -1 is not a finite"},
+		{"uniform8 NaN scale", frameOf(IDUniform8).b(1).u(1).u32(0x7FC00000).b(1), "scale NaN: not a finite number"},
+		{"uniform8 negative scale", frameOf(IDUniform8).b(1).u(1).u32(0xBF800000).b(1), "scale -1 is negative"},
 		{"uniform8 code -128", frameOf(IDUniform8).b(1).u(1).u32(0x3F800000).b(0x80), "value code -128"},
 		{"uniform8 huge n", frameOf(IDUniform8).b(1).u(1 << 30).u32(0x3F800000), "value codes needs 1073741824 bytes"},
 		{"uniform8 keys vs bytes", frameOf(IDUniform8).b(0).u(50).u32(0x3F800000).u(3).b(0, 0x08, 0), "50 keys cannot fit in 3 bytes"},
@@ -133,6 +133,11 @@ func TestHostileFrames(t *testing.T) {
 		}
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.frag) {
 			t.Errorf("%s: error %q, want ErrCorrupt containing %q", tc.name, err, tc.frag)
+		}
+		// Only a NaN or an infinity is ErrNotFinite: receivers count it
+		// as a poisoned value, not a damaged frame.
+		if want := strings.Contains(tc.frag, "not a finite number"); errors.Is(err, ErrNotFinite) != want {
+			t.Errorf("%s: errors.Is(err, ErrNotFinite) = %v, want %v", tc.name, !want, want)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func decodeRaw(body []byte) (Sparse, error) {
 	for i := range u.Values {
 		v := math.Float32frombits(binary.LittleEndian.Uint32(rest[4*i:]))
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return Sparse{}, fmt.Errorf("%w: value %v at index %d", ErrCorrupt, v, i)
+			return Sparse{}, fmt.Errorf("%w: value %v at index %d: %w", ErrCorrupt, v, i, ErrNotFinite)
 		}
 		u.Values[i] = v
 	}

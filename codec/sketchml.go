@@ -238,7 +238,9 @@ func parseReps(p *parser, out []float32, negative bool, what string) {
 			b = prev + min(d, 0x7F7FFFFF) + 1
 		}
 		if d > 0x7F7FFFFF || b > 0x7F7FFFFF {
-			p.fail("%s representative %d is not finite", what, i)
+			if p.err == nil {
+				p.err = fmt.Errorf("%w: %s representative %d: %w", ErrCorrupt, what, i, ErrNotFinite)
+			}
 			return
 		}
 		prev = b

@@ -132,10 +132,13 @@ func decodeUniform8(body []byte) (Sparse, error) {
 	if flags&^u8FlagDense != 0 {
 		return Sparse{}, fmt.Errorf("%w: unknown flags %#x", ErrCorrupt, flags)
 	}
-	if scaleBits > 0x7F7FFFFF {
-		return Sparse{}, fmt.Errorf("%w: scale %v is not a finite non-negative number", ErrCorrupt, math.Float32frombits(scaleBits))
-	}
 	scale := math.Float32frombits(scaleBits)
+	if math.IsNaN(float64(scale)) || math.IsInf(float64(scale), 0) {
+		return Sparse{}, fmt.Errorf("%w: scale %v: %w", ErrCorrupt, scale, ErrNotFinite)
+	}
+	if scaleBits > 0x7F7FFFFF {
+		return Sparse{}, fmt.Errorf("%w: scale %v is negative", ErrCorrupt, scale)
+	}
 	dense := flags&u8FlagDense != 0
 	var kr keyReader
 	if !dense {

@@ -1,10 +1,10 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 )
@@ -143,16 +143,10 @@ func (n *Node) screen() *Robust {
 }
 
 // frameReason names why the codec refused a frame: RejectNaN when it held
-// a value that is not finite, RejectBadFrame for anything else. The codecs
-// refuse such values themselves, as corrupt, naming the value ("value NaN",
-// "value +Inf") or saying "not finite"; they export no error of their own
-// for it, so the message is what tells (TestPoisonedUpdates pins it).
+// a value that is not finite, RejectBadFrame for anything else.
 func frameReason(err error) string {
-	msg := err.Error()
-	for _, s := range []string{"value NaN", "value +Inf", "value -Inf", "not finite"} {
-		if strings.Contains(msg, s) {
-			return RejectNaN
-		}
+	if errors.Is(err, codec.ErrNotFinite) {
+		return RejectNaN
 	}
 	return RejectBadFrame
 }
