@@ -247,6 +247,16 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 			a.n.PeerDown(m)
 		}
 	}
+	// Every member the node waits for is watched, those the donor did not
+	// list too (one on its way out, whose last updates are awaited): a
+	// member that never speaks again is declared dead, not waited for.
+	for _, m := range a.n.Live() {
+		if _, known := a.peers[m]; !known && m != a.self {
+			if ps := a.track(m, 0, now); ps != nil {
+				ps.left = a.n.Leaving(m)
+			}
+		}
+	}
 	cfg.Host.h.SetStreamHandler(JoinProtocol, a.serveJoin)
 	return a, nil
 }

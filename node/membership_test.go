@@ -320,6 +320,13 @@ func TestLeaveWaitsForLastUpdates(t *testing.T) {
 					ch.nodes[id].PeerDown("node-02")
 				}
 			} else {
+				// A joiner learns from its snapshot that node-02 left, and
+				// after which update.
+				ch.join("node-03", "node-00")
+				joiner := ch.nodes["node-03"]
+				if donor := ch.nodes["node-00"]; joiner.Leaving("node-02") != donor.Leaving("node-02") {
+					t.Fatalf("seed %d: joiner leaving %v, donor %v", seed, joiner.Leaving("node-02"), donor.Leaving("node-02"))
+				}
 				ch.flight = append(ch.flight, held...)
 			}
 			ch.runUntil(ch.allDone)
