@@ -46,7 +46,7 @@ var ErrCorrupt = errors.New("corrupt checkpoint")
 // Format constants (see the package documentation).
 const (
 	magic        = "SKMCKPT\n"
-	version      = 1
+	version      = 2         // 2: member entries say who left, and after which update
 	headerBytes  = 8 + 4 + 8 // magic, version, body length
 	trailerBytes = sha256.Size
 )
