@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -123,18 +122,6 @@ func (cl *cluster) runToEnd(onTrain func(id string)) {
 	}
 }
 
-func sameBits(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // Under staleness 0 every node holds the same set of updates at every gate,
 // so views must be bit-identical whenever two nodes are at the same clock,
 // whatever the delivery order.
@@ -146,7 +133,7 @@ func TestBulkSynchronousViewsBitIdentical(t *testing.T) {
 			n := cl.nodes[id]
 			v := slices.Clone(n.View())
 			if first, ok := views[n.Clock()]; ok {
-				if !sameBits(first, v) {
+				if !sameFloats(first, v) {
 					t.Fatalf("seed %d: %s at clock %d reads a view that differs from another node's", seed, id, n.Clock())
 				}
 			} else {
@@ -155,7 +142,7 @@ func TestBulkSynchronousViewsBitIdentical(t *testing.T) {
 		})
 		final := cl.nodes[cl.ids[0]].View()
 		for _, id := range cl.ids[1:] {
-			if !sameBits(final, cl.nodes[id].View()) {
+			if !sameFloats(final, cl.nodes[id].View()) {
 				t.Fatalf("seed %d: final view of %s differs from %s", seed, id, cl.ids[0])
 			}
 		}
@@ -202,7 +189,7 @@ func TestStaleSynchronousInvariants(t *testing.T) {
 			}
 			final := cl.nodes[cl.ids[0]].View()
 			for _, id := range cl.ids[1:] {
-				if !sameBits(final, cl.nodes[id].View()) {
+				if !sameFloats(final, cl.nodes[id].View()) {
 					t.Fatalf("s=%d seed %d: final views differ", s, seed)
 				}
 			}

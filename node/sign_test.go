@@ -378,7 +378,7 @@ func TestSignedTrainingMatchesUnsigned(t *testing.T) {
 		}
 		return append([]float64(nil), nodes[0].View()...)
 	}
-	if !sameBits(run(macAuth{mesh: "m"}), run(nil)) {
+	if !sameFloats(run(macAuth{mesh: "m"}), run(nil)) {
 		t.Fatal("signing changed the trained model")
 	}
 }
