@@ -668,6 +668,9 @@ func (a *Daemon) onAnnouncement(h heard) {
 		ps.left, ps.lastHeard = true, now
 		a.n.Leave(an.Member, an.Clock)
 		ps.dead = !a.n.Leaving(an.Member)
+		if ps.dead {
+			a.forget(an.Member)
+		}
 		a.log.Info("member left", "who", shortMember(an.Member), "last_clock", an.Clock, "waiting_for_updates", !ps.dead)
 		a.rebuildOverlay()
 		return
@@ -719,6 +722,14 @@ func (a *Daemon) retire(member string) {
 	}
 }
 
+// forget drops what the host still queues for member m, gone or dead, and
+// its link record, unless m's peer runs a newer incarnation.
+func (a *Daemon) forget(m string) {
+	if ps := a.peers[m]; ps != nil && a.byPeer[ps.peer] == m {
+		a.cfg.Host.Forget(ps.peer)
+	}
+}
+
 // deadAfter is how long a member may stay silent: the floor, or ten of the
 // mesh's slowest recent rounds, whichever is longer.
 func (a *Daemon) deadAfter() time.Duration {
@@ -737,6 +748,7 @@ func (a *Daemon) detectDeaths(now time.Time) {
 	for m, ps := range a.peers {
 		if ps.left && !ps.dead && !a.n.Leaving(m) {
 			ps.dead = true // its last updates arrived
+			a.forget(m)
 			continue
 		}
 		if ps.dead || now.Sub(ps.lastHeard) < limit {
@@ -744,6 +756,7 @@ func (a *Daemon) detectDeaths(now time.Time) {
 		}
 		ps.dead = true
 		a.n.PeerDown(m)
+		a.forget(m)
 		changed = true
 		silent := now.Sub(ps.lastHeard).Round(time.Millisecond)
 		if ps.left {

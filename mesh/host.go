@@ -335,6 +335,22 @@ func (m *Host) Flush(ctx context.Context) error {
 	}
 }
 
+// Forget drops what is queued for peer p and its link record: p's member
+// left or was declared dead, so nothing more goes to it and its failures are
+// neither retried nor reported. A later Send to p starts afresh.
+func (m *Host) Forget(p peer.ID) {
+	m.mu.Lock()
+	if s := m.senders[p]; s != nil {
+		s.stop()
+		delete(m.senders, p)
+	}
+	m.mu.Unlock()
+	m.links.mu.Lock()
+	delete(m.links.peers, p)
+	delete(m.links.warned, p)
+	m.links.mu.Unlock()
+}
+
 // Close stops the senders and the libp2p host.
 func (m *Host) Close() error {
 	m.mu.Lock()
@@ -507,6 +523,14 @@ func (s *sender) push(data []byte) {
 	}
 }
 
+// stopped reports whether the sender was stopped (Forget, Close): what it
+// learns of its link after that is no longer news.
+func (s *sender) stopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
+
 func (s *sender) busy() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -547,12 +571,15 @@ func (s *sender) loop() {
 			continue
 		}
 		for _, q := range batch {
+			if s.stopped() {
+				break
+			}
 			if wait := time.Until(q.due); wait > 0 {
 				time.Sleep(wait)
 			}
 			var err error
 			stream, err = s.write(stream, q.data)
-			if err != nil {
+			if err != nil && !s.stopped() {
 				s.host.sendFailures.Add(1)
 				s.warnFailure(len(q.data), err)
 			}
@@ -598,11 +625,16 @@ func (s *sender) write(stream network.Stream, data []byte) (network.Stream, erro
 			cancel()
 			if err != nil {
 				lastErr = fmt.Errorf("open stream: %w", err)
+				if s.stopped() {
+					return nil, lastErr
+				}
 				s.host.linkDown(s.to, err)
 				continue
 			}
 			stream = st
-			s.host.linkUp(s.to, st.Conn())
+			if !s.stopped() {
+				s.host.linkUp(s.to, st.Conn())
+			}
 		}
 		if err := writeMessage(stream, data); err != nil {
 			_ = stream.Reset()

@@ -108,3 +108,45 @@ func TestHostileStreamIsResetAndCounted(t *testing.T) {
 		t.Fatal("host stopped serving after a hostile stream")
 	}
 }
+
+// A forgotten peer's queue is dropped and its link record goes: nothing
+// more is dialed, counted or reported for it, and Flush does not wait for
+// it. A later Send starts afresh.
+func TestForgetDropsQueueAndLink(t *testing.T) {
+	a, b := newTestHost(t), newTestHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bid := b.Libp2p().ID()
+	a.Libp2p().Peerstore().AddAddrs(bid, b.Libp2p().Addrs(), time.Hour)
+	a.Send(b.ID(), []byte("hello"))
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := a.Links()[bid]; !ok || !l.Direct {
+		t.Fatalf("link after a delivered message: %+v, %v", l, ok)
+	}
+	_ = b.Close()
+	// Messages to a peer that is gone: each takes a failed dial.
+	for range 50 {
+		a.Send(b.ID(), bytes.Repeat([]byte{1}, 100))
+	}
+	a.Forget(bid)
+	if err := a.Flush(ctx); err != nil {
+		t.Fatalf("Flush after Forget: %v", err)
+	}
+	// The sender stops after the message it was writing, if any.
+	failures := a.Traffic().SendFailures
+	time.Sleep(200 * time.Millisecond)
+	if _, ok := a.Links()[bid]; ok {
+		t.Errorf("link record of a forgotten peer: %+v", a.Links()[bid])
+	}
+	if got := a.Traffic().SendFailures; got != failures {
+		t.Errorf("send failures went on after Forget: %d, then %d", failures, got)
+	}
+	a.mu.Lock()
+	_, queued := a.senders[bid]
+	a.mu.Unlock()
+	if queued {
+		t.Error("a forgotten peer still has a sender")
+	}
+}

@@ -748,7 +748,7 @@ func (m *Host) linkDown(p peer.ID, err error) {
 	case first:
 		m.log.Info("overlay link not established yet; retrying with the next update", "to", shortID(p), "err", err)
 	case warn:
-		m.log.Warn("overlay link cannot be established: no direct or relayed path to the peer (a member every site can reach, started with --relay-service, gives one)",
+		m.log.Warn("overlay link cannot be established: the peer is down, or there is no direct or relayed path to it (a member every site can reach, started with --relay-service, gives one)",
 			"to", shortID(p), "failing_for", now.Sub(since).Round(time.Millisecond), "err", err)
 	}
 }
