@@ -186,6 +186,7 @@ func (n *Node) Leave(id string, last uint64) {
 		n.left = map[string]uint64{}
 	}
 	n.left[id] = last
+	delete(n.outbox, id) // it is gone, whether or not it is still waited for
 	n.retireLeavers()
 }
 

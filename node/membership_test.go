@@ -388,3 +388,25 @@ func TestSecondJoinerFromASlowerDonor(t *testing.T) {
 		ch.checkConverged()
 	}
 }
+
+// What is queued for a member that goes down or leaves is dropped: it
+// would go nowhere, and a member that comes back pulls what it missed.
+func TestQueuedMessagesDroppedForGoneMembers(t *testing.T) {
+	ch := newChurn(t, 4, 1, 5, 1)
+	n := ch.nodes["node-00"]
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	n.PeerDown("node-01")
+	n.Leave("node-02", 3) // still waited for: nothing of node-02 is in yet
+	if !n.Leaving("node-02") {
+		t.Fatal("node-02 not waited for after leaving with updates outstanding")
+	}
+	var to []string
+	for _, m := range n.Ready().Messages {
+		to = append(to, m.To)
+	}
+	if !slices.Equal(to, []string{"node-03"}) {
+		t.Fatalf("messages go to %v, want only node-03", to)
+	}
+}

@@ -389,6 +389,9 @@ func (n *Node) PeerDown(id string) {
 		return
 	}
 	n.setLive(id, false)
+	// What was queued for it would go nowhere; should it come back, it
+	// pulls what it missed.
+	delete(n.outbox, id)
 	n.commit()
 }
 
