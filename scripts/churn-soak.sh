@@ -9,19 +9,23 @@
 #   scripts/churn-soak.sh [-n NODES] [-r ROUNDS] [-i ITERATIONS] [-s SEED] [-k]
 #
 # -n  nodes (3-16, default 6)        -r  stop/restart rounds (default 8)
-# -i  iterations (default 3000)      -s  seed of the random choices (default 1)
+# -i  iterations (default 500 per round + 1000, at 10 ms each at least)
+# -s  seed of the random choices (default 1)
 # -k  keep the work directory (logs, checkpoints) and print its name
 set -euo pipefail
 
-nodes=6 rounds=8 iterations=3000 seed=1 keep=0
+nodes=6 rounds=8 iterations="" seed=1 keep=0
 while getopts "n:r:i:s:kh" opt; do
   case $opt in
     n) nodes=$OPTARG ;; r) rounds=$OPTARG ;; i) iterations=$OPTARG ;;
     s) seed=$OPTARG ;; k) keep=1 ;;
-    *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 if (( nodes < 3 || nodes > 16 )); then echo "churn-soak: -n must be 3-16" >&2; exit 2; fi
+# Training must outlast the rounds (about 4 s each), or a late restart finds
+# nobody left to join.
+iterations=${iterations:-$((500 * rounds + 1000))}
 RANDOM=$seed
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,34 +39,48 @@ trap cleanup EXIT
 cd "$work"
 
 base=$((20000 + RANDOM % 20000))
-declare -a pid starts
+declare -a pid starts addr
 start() { # start node $1 (its next incarnation)
   local i=$1 n=${starts[$1]:-0}
   starts[$i]=$((n + 1))
   local args=(run --data a9a --shard "$((i + 1))/$nodes" --listen "/ip4/127.0.0.1/tcp/$((base + i))"
     --key "node$i.key" --checkpoint-dir "ckpt$i" --iterations "$iterations" --min-iteration-time 10ms
     --dead-after 2s --heartbeat 200ms --json)
-  if (( i == 0 )); then
-    ./sketchmesh "${args[@]}" --wait-members "$nodes" > "node$i.$n.json" 2>> "node$i.log" &
+  if (( n == 0 && i == 0 )); then
+    args+=(--wait-members "$nodes")
+  elif (( n == 0 )); then
+    args+=(--join "${addr[0]}")
   else
-    ./sketchmesh "${args[@]}" --join "$founder" > "node$i.$n.json" 2>> "node$i.log" &
+    # A restart joins through any member, tried from a random one on.
+    local k j first=$((RANDOM % nodes))
+    for k in $(seq 0 $((nodes - 1))); do
+      j=$(((first + k) % nodes))
+      (( j != i )) && args+=(--join "${addr[$j]}")
+    done
   fi
+  ./sketchmesh "${args[@]}" > "node$i.$n.json" 2>> "node$i.log" &
   pid[$i]=$!
+}
+address() { # wait for node $1 to print its address
+  local i=$1 a=""
+  for _ in $(seq 100); do
+    a=$(grep -ho "/ip4/127.0.0.1/tcp/$((base + i))/p2p/[A-Za-z0-9]*" "node$i.0.json" 2>/dev/null | head -1) || true
+    [[ -n $a ]] && break
+    sleep 0.1
+  done
+  [[ -n $a ]] || { echo "churn-soak: node $i did not start; see node$i.log" >&2; keep=1; exit 1; }
+  addr[$i]=$a
 }
 
 start 0
-for _ in $(seq 50); do
-  founder=$(grep -ho "/ip4/127.0.0.1/tcp/$base/p2p/[A-Za-z0-9]*" node0.0.json 2>/dev/null | head -1) || true
-  [[ -n $founder ]] && break
-  sleep 0.1
-done
-[[ -n $founder ]] || { echo "churn-soak: the founder did not start; see node0.log" >&2; keep=1; exit 1; }
+address 0
 for i in $(seq 1 $((nodes - 1))); do start "$i"; done
+for i in $(seq 1 $((nodes - 1))); do address "$i"; done
 sleep 3
 
 events=()
 for round in $(seq 1 "$rounds"); do
-  victim=$((1 + RANDOM % (nodes - 1))) # never the founder: joiners dial it
+  victim=$((RANDOM % nodes))
   if (( RANDOM % 2 )); then sig=KILL; else sig=TERM; fi
   kill -s "$sig" "${pid[$victim]}" 2>/dev/null || true
   wait "${pid[$victim]}" 2>/dev/null || true
