@@ -113,6 +113,10 @@ type TrafficStats struct {
 	ThrottledSeconds float64
 	// Panics counts stream handlers that panicked (and were recovered).
 	Panics uint64
+	// SendDropped counts messages dropped from a peer's full send queue
+	// (Limits.SendQueueBytes); SendFailures those whose stream could not be
+	// opened or whose write failed or timed out.
+	SendDropped uint64
 }
 
 // Host is a libp2p host speaking the update protocol.
@@ -124,6 +128,10 @@ type Host struct {
 	// maxMessage bounds an inbound message; rate limits each peer's.
 	maxMessage int
 	rate       *rateLimiter
+	// maxQueue bounds each peer's send queue in bytes; writeTimeout is the
+	// fixed part of a message's write deadline.
+	maxQueue     int
+	writeTimeout time.Duration
 	// rcmgr is the resource manager NewHost made, closed with the host.
 	rcmgr network.ResourceManager
 	// reach runs relays and NAT traversal (HostConfig.Reach); links tracks
@@ -140,6 +148,7 @@ type Host struct {
 
 	bytesSent, msgsSent, bytesRecv, msgsRecv, sendFailures, badStreams atomic.Uint64
 	oversized, truncated, throttled, throttledNanos, panics            atomic.Uint64
+	sendDropped                                                        atomic.Uint64
 }
 
 // NewHost starts a libp2p host with TCP, Noise and yamux that listens on
@@ -227,13 +236,15 @@ func Wrap(h host.Host, logger *slog.Logger) *Host {
 
 func newHost(h host.Host, logger *slog.Logger, limits Limits) *Host {
 	mh := &Host{
-		h:          h,
-		log:        logger.With("peer", shortID(h.ID())),
-		inbox:      make(chan Inbound, 1024),
-		senders:    map[peer.ID]*sender{},
-		shutdown:   make(chan struct{}),
-		maxMessage: limits.MaxMessageBytes,
-		rate:       newRateLimiter(limits),
+		h:            h,
+		log:          logger.With("peer", shortID(h.ID())),
+		inbox:        make(chan Inbound, 1024),
+		senders:      map[peer.ID]*sender{},
+		shutdown:     make(chan struct{}),
+		maxMessage:   limits.MaxMessageBytes,
+		rate:         newRateLimiter(limits),
+		maxQueue:     limits.SendQueueBytes,
+		writeTimeout: limits.WriteTimeout,
 	}
 	h.SetStreamHandler(UpdateProtocol, mh.handleStream)
 	return mh
@@ -280,6 +291,7 @@ func (m *Host) Traffic() TrafficStats {
 		Throttled:        m.throttled.Load(),
 		ThrottledSeconds: time.Duration(m.throttledNanos.Load()).Seconds(),
 		Panics:           m.panics.Load(),
+		SendDropped:      m.sendDropped.Load(),
 	}
 }
 
@@ -333,6 +345,12 @@ func (m *Host) Flush(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// writeDeadline is how long the write of an n-byte message may take: the
+// fixed WriteTimeout plus the message at 64 KiB/s, a slow WAN path.
+func (m *Host) writeDeadline(n int) time.Duration {
+	return m.writeTimeout + time.Duration(float64(n)/(64<<10)*float64(time.Second))
 }
 
 // Forget drops what is queued for peer p and its link record: p's member
@@ -490,11 +508,17 @@ type sender struct {
 	lastWarn   time.Time
 	suppressed int
 
-	mu       sync.Mutex
-	queue    []queued
-	writing  bool
-	done     bool
-	linkFree time.Time
+	mu    sync.Mutex
+	queue []queued
+	// queuedBytes is the size of queue (not of the batch being written),
+	// held under Host.maxQueue by dropping the oldest messages.
+	queuedBytes int
+	// lastDropWarn and dropsUnreported rate-limit reports of drops.
+	lastDropWarn    time.Time
+	dropsUnreported int
+	writing         bool
+	done            bool
+	linkFree        time.Time
 }
 
 // queued is a message and, on an emulated link, the time it arrives.
@@ -516,6 +540,21 @@ func (s *sender) push(data []byte) {
 		q.due = s.linkFree.Add(s.shape.Latency)
 	}
 	s.queue = append(s.queue, q)
+	s.queuedBytes += len(data)
+	// A peer that does not keep up must not grow the queue without bound;
+	// what it loses it pulls when it needs it (node.Syncer).
+	for s.queuedBytes > s.host.maxQueue && len(s.queue) > 1 {
+		s.queuedBytes -= len(s.queue[0].data)
+		s.queue[0] = queued{} // the dropped message can be collected
+		s.queue = s.queue[1:]
+		s.host.sendDropped.Add(1)
+		s.dropsUnreported++
+	}
+	if s.dropsUnreported > 0 && time.Since(s.lastDropWarn) >= failureLogEvery {
+		s.host.log.Warn("send queue full: dropping the oldest updates queued for a peer that does not keep up",
+			"to", shortID(s.to), "queued_bytes", s.queuedBytes, "limit_bytes", s.host.maxQueue, "dropped", s.dropsUnreported)
+		s.lastDropWarn, s.dropsUnreported = time.Now(), 0
+	}
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -563,7 +602,7 @@ func (s *sender) loop() {
 			return
 		}
 		batch := s.queue
-		s.queue = nil
+		s.queue, s.queuedBytes = nil, 0
 		s.writing = len(batch) > 0
 		s.mu.Unlock()
 		if len(batch) == 0 {
@@ -636,6 +675,8 @@ func (s *sender) write(stream network.Stream, data []byte) (network.Stream, erro
 				s.host.linkUp(s.to, st.Conn())
 			}
 		}
+		// A peer that stops reading must not hold the sender for ever.
+		_ = stream.SetWriteDeadline(time.Now().Add(s.host.writeDeadline(len(data))))
 		if err := writeMessage(stream, data); err != nil {
 			_ = stream.Reset()
 			stream = nil

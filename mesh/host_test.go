@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/sketchmesh/sketchmesh/node"
@@ -148,5 +150,72 @@ func TestForgetDropsQueueAndLink(t *testing.T) {
 	a.mu.Unlock()
 	if queued {
 		t.Error("a forgotten peer still has a sender")
+	}
+}
+
+// A peer's send queue stays under Limits.SendQueueBytes however fast
+// messages come: the oldest are dropped and counted, the newest kept.
+func TestSendQueueBounded(t *testing.T) {
+	h, err := NewHost(HostConfig{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Limits: Limits{SendQueueBytes: 64 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// A sender whose loop does not run: nothing drains the queue.
+	s := &sender{host: h, to: fixedPeer(3), wake: make(chan struct{}, 1)}
+	msg := func(i int) []byte {
+		return append(bytes.Repeat([]byte{0}, 16<<10-4), byte(i>>24), byte(i>>16), byte(i>>8), byte(i))
+	}
+	for i := range 200 {
+		s.push(msg(i))
+		if s.queuedBytes > 64<<10 {
+			t.Fatalf("after %d messages %d bytes queued, limit %d", i+1, s.queuedBytes, 64<<10)
+		}
+	}
+	if len(s.queue) != 4 || !bytes.Equal(s.queue[3].data, msg(199)) || !bytes.Equal(s.queue[0].data, msg(196)) {
+		t.Fatalf("queue holds %d messages; want the newest 4", len(s.queue))
+	}
+	if got := h.Traffic().SendDropped; got != 196 {
+		t.Fatalf("dropped %d, want 196", got)
+	}
+	// A message over the limit on its own is still queued.
+	s.push(make([]byte, 1<<20))
+	if len(s.queue) != 1 || len(s.queue[0].data) != 1<<20 {
+		t.Fatalf("a large message: queue of %d", len(s.queue))
+	}
+}
+
+// A peer that stops reading cannot hold a sender: a blocked write times
+// out, the stream is reset and the sender goes on over a new one, so Flush
+// returns.
+func TestWriteTimesOutOnAPeerThatDoesNotRead(t *testing.T) {
+	a, err := NewHost(HostConfig{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Limits: Limits{WriteTimeout: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := newTestHost(t)
+	release := make(chan struct{})
+	defer close(release)
+	var handled atomic.Int32
+	b.Libp2p().SetStreamHandler(UpdateProtocol, func(s network.Stream) {
+		handled.Add(1)
+		<-release // never reads
+		_ = s.Reset()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.Libp2p().ID(), Addrs: b.Libp2p().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	// 8 MiB, far more than a yamux stream's window: writes block.
+	for range 1024 {
+		a.Send(b.ID(), make([]byte, 8<<10))
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatalf("Flush with a peer that does not read: %v", err)
+	}
+	if got := handled.Load(); got < 2 {
+		t.Fatalf("%d update streams opened; a blocked one was not given up", got)
 	}
 }

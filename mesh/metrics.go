@@ -33,6 +33,7 @@ type metricsSnapshot struct {
 	aloneSince                           float64
 	connDirect, connRelayed              float64
 	unreachable, reservations            float64
+	sendFailed, sendDropped              float64
 }
 
 var (
@@ -53,6 +54,7 @@ var (
 	descAlone        = prometheus.NewDesc("sketchmesh_alone_seconds", "How long this node has had no live member besides itself, or none it is connected to (0 when it has).", nil, nil)
 	descConnections  = prometheus.NewDesc("sketchmesh_connections", "Live members this node is connected to, by path: direct (some connection is direct) or relayed (all go through relays).", []string{"path"}, nil)
 	descUnreachable  = prometheus.NewDesc("sketchmesh_unreachable_links", "Live members no update stream could be opened to for longer than the dead-member timeout.", nil, nil)
+	descSendsLost    = prometheus.NewDesc("sketchmesh_sends_lost_total", "Update messages that never went out, by cause: failed (no stream could be opened, or the write failed or timed out) or dropped (the peer's send queue was full). The receiver pulls what it misses.", []string{"cause"}, nil)
 	descReservations = prometheus.NewDesc("sketchmesh_relay_reservations", "Relay reservations this node holds.", nil, nil)
 )
 
@@ -73,7 +75,7 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClock, descStaleness, descBlocked, descPeers, descMembers, descBytes, descMessages,
 		descFrames, descRatio, descRejected, descSyncRequests, descTestLoss, descTestAcc, descTrainLoss, descAlone,
-		descConnections, descUnreachable, descReservations} {
+		descConnections, descUnreachable, descReservations, descSendsLost} {
 		ch <- d
 	}
 }
@@ -120,6 +122,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(descConnections, s.connRelayed, "relayed")
 	gauge(descUnreachable, s.unreachable)
 	gauge(descReservations, s.reservations)
+	counter(descSendsLost, s.sendFailed, "failed")
+	counter(descSendsLost, s.sendDropped, "dropped")
 }
 
 // observe copies the daemon's counters; it runs on the daemon's loop.
@@ -137,6 +141,7 @@ func (m *Metrics) observe(a *Daemon) {
 		testLoss: a.lastEval.loss, testAccuracy: a.lastEval.accuracy, trainingLoss: st.LastLoss,
 		rejected: st.Rejected, resent: float64(sy.UpdatesResent), syncRequests: float64(sy.RequestsSent),
 		aloneSince: a.alone().Seconds(),
+		sendFailed: float64(tr.SendFailures), sendDropped: float64(tr.SendDropped),
 	}
 	direct, relayed := a.cfg.Host.ConnPaths(a.livePeers())
 	_, _, unreachable := a.linkCounts(time.Now())

@@ -282,6 +282,15 @@ type Limits struct {
 	// slows the sender down; nothing it sent is lost.
 	UpdateMessagesPerSecond float64
 	UpdateBytesPerSecond    float64
+	// SendQueueBytes caps what the host queues for one peer, in bytes
+	// (default 128 MiB). Past it the oldest queued messages are dropped and
+	// counted (TrafficStats.SendDropped); the peer pulls what it misses.
+	// The message being queued is always kept.
+	SendQueueBytes int
+	// WriteTimeout bounds the write of one message: this much, plus the
+	// message's time at 64 KiB/s (default 10 s). A peer that stops reading
+	// has its stream reset, instead of holding its queue for ever.
+	WriteTimeout time.Duration
 }
 
 // DefaultLimits returns the limits a Host uses when HostConfig.Limits is
@@ -299,6 +308,10 @@ func (l Limits) withDefaults() Limits {
 	def(&l.StreamsPerPeer, 64)
 	def(&l.UpdateStreamsPerPeer, 4)
 	def(&l.MaxMessageBytes, node.MaxEnvelopeBytes)
+	def(&l.SendQueueBytes, 128<<20)
+	if l.WriteTimeout == 0 {
+		l.WriteTimeout = 10 * time.Second
+	}
 	if l.MemoryPerPeer == 0 {
 		l.MemoryPerPeer = 256 << 20
 	}
@@ -326,6 +339,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("limits: max message bytes must be in [1, %d], got %d", node.MaxEnvelopeBytes, l.MaxMessageBytes)
 	case !(l.UpdateMessagesPerSecond > 0) || !(l.UpdateBytesPerSecond > 0) || math.IsInf(l.UpdateMessagesPerSecond, 0) || math.IsInf(l.UpdateBytesPerSecond, 0):
 		return fmt.Errorf("limits: update rates must be finite and > 0, got %v messages/s and %v bytes/s", l.UpdateMessagesPerSecond, l.UpdateBytesPerSecond)
+	case l.SendQueueBytes < 0 || l.WriteTimeout < 0:
+		return fmt.Errorf("limits: send queue bytes and write timeout must be >= 0 (0 = default), got %d bytes and %v", l.SendQueueBytes, l.WriteTimeout)
 	}
 	return nil
 }
