@@ -353,9 +353,10 @@ func (m *Host) writeDeadline(n int) time.Duration {
 	return m.writeTimeout + time.Duration(float64(n)/(64<<10)*float64(time.Second))
 }
 
-// Forget drops what is queued for peer p and its link record: p's member
-// left or was declared dead, so nothing more goes to it and its failures are
-// neither retried nor reported. A later Send to p starts afresh.
+// Forget drops what is queued for peer p: p's member left or was declared
+// dead, so nothing more goes to it and its link's failures are neither
+// retried nor reported. The paths the link took stay on record (Links), for
+// the run's report. A later Send to p starts afresh.
 func (m *Host) Forget(p peer.ID) {
 	m.mu.Lock()
 	if s := m.senders[p]; s != nil {
@@ -364,7 +365,9 @@ func (m *Host) Forget(p peer.ID) {
 	}
 	m.mu.Unlock()
 	m.links.mu.Lock()
-	delete(m.links.peers, p)
+	if l := m.links.peers[p]; l != nil {
+		l.FailingSince = time.Time{}
+	}
 	delete(m.links.warned, p)
 	m.links.mu.Unlock()
 }

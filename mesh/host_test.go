@@ -111,9 +111,9 @@ func TestHostileStreamIsResetAndCounted(t *testing.T) {
 	}
 }
 
-// A forgotten peer's queue is dropped and its link record goes: nothing
-// more is dialed, counted or reported for it, and Flush does not wait for
-// it. A later Send starts afresh.
+// A forgotten peer's queue is dropped: nothing more is dialed, counted or
+// reported for it, and Flush does not wait for it. Its link keeps the path
+// it took, and no longer counts as failing.
 func TestForgetDropsQueueAndLink(t *testing.T) {
 	a, b := newTestHost(t), newTestHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -139,8 +139,8 @@ func TestForgetDropsQueueAndLink(t *testing.T) {
 	// The sender stops after the message it was writing, if any.
 	failures := a.Traffic().SendFailures
 	time.Sleep(200 * time.Millisecond)
-	if _, ok := a.Links()[bid]; ok {
-		t.Errorf("link record of a forgotten peer: %+v", a.Links()[bid])
+	if l := a.Links()[bid]; !l.Direct || !l.FailingSince.IsZero() {
+		t.Errorf("link record of a forgotten peer: %+v; want its direct path, not failing", l)
 	}
 	if got := a.Traffic().SendFailures; got != failures {
 		t.Errorf("send failures went on after Forget: %d, then %d", failures, got)
