@@ -722,8 +722,8 @@ func (a *Daemon) retire(member string) {
 	}
 }
 
-// forget drops what the host still queues for member m, gone or dead, and
-// its link record, unless m's peer runs a newer incarnation.
+// forget drops what the host still queues for member m, gone or dead
+// (Host.Forget), unless m's peer runs a newer incarnation.
 func (a *Daemon) forget(m string) {
 	if ps := a.peers[m]; ps != nil && a.byPeer[ps.peer] == m {
 		a.cfg.Host.Forget(ps.peer)

@@ -124,10 +124,7 @@ func (n *Node) start(s *Snapshot) error {
 			n.vc.Add(e.ID, c)
 		}
 		if e.Left && e.ID != n.cfg.ID {
-			if n.left == nil {
-				n.left = map[string]uint64{}
-			}
-			n.left[e.ID] = e.Last
+			n.markLeft(e.ID, e.Last)
 		}
 	}
 	// The joiner's own updates start after the rows' clock; whatever the
@@ -170,6 +167,7 @@ func (n *Node) AddMember(id string, entry uint64) {
 	}
 	n.setLive(id, true)
 	delete(n.left, id)
+	delete(n.leaving, id)
 	n.commit()
 }
 
@@ -182,27 +180,36 @@ func (n *Node) Leave(id string, last uint64) {
 	if _, ok := slices.BinarySearch(n.members, id); !ok || id == n.cfg.ID {
 		return
 	}
-	if n.left == nil {
-		n.left = map[string]uint64{}
-	}
-	n.left[id] = last
+	n.markLeft(id, last)
 	delete(n.outbox, id) // it is gone, whether or not it is still waited for
 	n.retireLeavers()
+}
+
+// markLeft records member id's departure after last; a live member is
+// waited for until its updates up to last are in (retireLeavers).
+func (n *Node) markLeft(id string, last uint64) {
+	if n.left == nil {
+		n.left, n.leaving = map[string]uint64{}, map[string]uint64{}
+	}
+	n.left[id] = last
+	if n.live[id] {
+		n.leaving[id] = last
+	}
 }
 
 // Leaving reports whether member id announced its departure and is still
 // live because some of its updates up to its last have not arrived.
 func (n *Node) Leaving(id string) bool {
-	_, gone := n.left[id]
-	return gone && n.live[id]
+	_, ok := n.leaving[id]
+	return ok
 }
 
 // retireLeavers takes out of the live set every member that left and whose
 // updates up to its last are all in the view.
 func (n *Node) retireLeavers() {
-	for id, last := range n.left {
-		if n.live[id] && n.vc.Get(id) >= last {
-			n.PeerDown(id)
+	for id, last := range n.leaving {
+		if n.vc.Get(id) >= last {
+			n.PeerDown(id) // deletes it from leaving
 		}
 	}
 }

@@ -230,9 +230,11 @@ type Node struct {
 	outbox    map[string][]Update
 	stats     Stats
 	// joinedAt is the clock a node started from a snapshot began at; left
-	// holds the last clock of members that left (see Leave).
+	// holds the last clock of members that left (see Leave), and leaving
+	// those of them still waited for.
 	joinedAt uint64
 	left     map[string]uint64
+	leaving  map[string]uint64
 	// fromSnapshot counts the updates the starting rows held; entries sums
 	// the vector clock entries set without updates (members' entry clocks).
 	fromSnapshot, entries uint64
@@ -389,6 +391,7 @@ func (n *Node) PeerDown(id string) {
 		return
 	}
 	n.setLive(id, false)
+	delete(n.leaving, id)
 	// What was queued for it would go nowhere; should it come back, it
 	// pulls what it missed.
 	delete(n.outbox, id)
