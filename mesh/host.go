@@ -553,12 +553,16 @@ func (s *sender) push(data []byte) {
 		s.host.sendDropped.Add(1)
 		s.dropsUnreported++
 	}
+	var dropped, queuedBytes int
 	if s.dropsUnreported > 0 && time.Since(s.lastDropWarn) >= failureLogEvery {
-		s.host.log.Warn("send queue full: dropping the oldest updates queued for a peer that does not keep up",
-			"to", shortID(s.to), "queued_bytes", s.queuedBytes, "limit_bytes", s.host.maxQueue, "dropped", s.dropsUnreported)
+		dropped, queuedBytes = s.dropsUnreported, s.queuedBytes
 		s.lastDropWarn, s.dropsUnreported = time.Now(), 0
 	}
 	s.mu.Unlock()
+	if dropped > 0 {
+		s.host.log.Warn("send queue full: dropping the oldest updates queued for a peer that does not keep up",
+			"to", shortID(s.to), "queued_bytes", queuedBytes, "limit_bytes", s.host.maxQueue, "dropped", dropped)
+	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
