@@ -410,3 +410,39 @@ func TestQueuedMessagesDroppedForGoneMembers(t *testing.T) {
 		t.Fatalf("messages go to %v, want only node-03", to)
 	}
 }
+
+// A member that left after clock c has no updates above c: one that
+// arrives anyway is refused, since nobody would fetch it for the others.
+func TestUpdateAfterLeaveRefused(t *testing.T) {
+	ch := newChurn(t, 3, 1, 5, 1)
+	leaver := ch.nodes["node-02"]
+	if err := leaver.Train(); err != nil {
+		t.Fatal(err)
+	}
+	first := leaver.Ready().Messages
+	if err := leaver.Train(); err != nil {
+		t.Fatal(err)
+	}
+	second := leaver.Ready().Messages
+	n := ch.nodes["node-00"]
+	n.Leave("node-02", 1)
+	for _, m := range first {
+		if m.To == "node-00" {
+			n.Receive("node-02", m.Data)
+		}
+	}
+	for _, m := range second {
+		if m.To == "node-00" {
+			n.Receive("node-02", m.Data)
+		}
+	}
+	if got := n.VectorClock().Get("node-02"); got != 1 {
+		t.Fatalf("node-00 holds node-02 up to %d, want 1 (it left after 1)", got)
+	}
+	if got := n.Stats().Rejected[RejectAfterLeave]; got != 1 {
+		t.Fatalf("rejected after leave: %d, want 1 (%v)", got, n.Stats().Rejected)
+	}
+	if n.Leaving("node-02") || slices.Contains(n.Live(), "node-02") {
+		t.Fatal("node-02 still waited for once its last update is in")
+	}
+}

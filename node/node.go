@@ -155,6 +155,10 @@ const (
 	RejectBadShape    = "bad_shape"
 	RejectBadFactors  = "bad_factors"
 	RejectNorm        = "norm"
+	// RejectAfterLeave counts updates of a member above the last clock it
+	// announced when it left: nobody asks for those, so applying them
+	// would make views differ.
+	RejectAfterLeave = "after_leave"
 	// RejectBadSignature and RejectNaN are defined with the checks that
 	// count them (sign.go, robust.go).
 )
@@ -521,6 +525,9 @@ func (n *Node) accept(u Update) string {
 	}
 	if n.vc.Has(u.Origin, u.Clock) {
 		return RejectDuplicate
+	}
+	if last, gone := n.left[u.Origin]; gone && u.Clock > last {
+		return RejectAfterLeave
 	}
 	// An honest origin at clock c passed a gate that needed our entry to be
 	// at least c − s − 1, and our entry is at most our own clock.
