@@ -231,6 +231,7 @@ const (
 	evDetect
 	evCheck
 	evAdmit // a join's admission announcement reaches node
+	evLeave // a leave notice reaches node; tag is the leaver's last clock
 )
 
 type simEvent struct {
@@ -240,7 +241,7 @@ type simEvent struct {
 	kind uint8
 	node int32
 	from int32
-	tag  uint32 // the node's incarnation or stall epoch the event belongs to; an admission's donor
+	tag  uint32 // the node's incarnation or stall epoch the event belongs to; an admission's donor; a leaver's last clock
 }
 
 // simQueue is a binary min-heap of events by (at, seq).
@@ -344,6 +345,11 @@ type simNode struct {
 	viewChanged bool
 	// entry is a joiner's entry clock: its snapshot's rows' clock.
 	entry uint64
+	// left is set for a node that left with notice: it never comes back.
+	left bool
+	// heardLeave maps the leavers whose notice reached this node to the
+	// last clock they announced.
+	heardLeave map[int]uint64
 }
 
 type sim struct {
@@ -392,14 +398,17 @@ type sim struct {
 	stallSyncs                             uint64
 	dropped                                map[string]uint64
 	staleMax, staleSum, reads              uint64
-	nodeIters                              uint64
-	lastTrain                              int64
-	allDoneAt                              int64
-	stalled                                bool
-	stop                                   bool
-	events                                 uint64
-	evalEvery, nextEval                    uint64
-	assertions                             []AssertionResult
+	// finishedShort counts nodes that finished without the updates a
+	// leaver announced, while still counting it live.
+	finishedShort       uint64
+	nodeIters           uint64
+	lastTrain           int64
+	allDoneAt           int64
+	stalled             bool
+	stop                bool
+	events              uint64
+	evalEvery, nextEval uint64
+	assertions          []AssertionResult
 }
 
 // simStep is a scenario step resolved against the run's nodes.
@@ -669,6 +678,8 @@ func (s *sim) run(ctx context.Context) error {
 			s.check()
 		case evAdmit:
 			s.admitted(ev)
+		case evLeave:
+			s.leaveNoticed(ev)
 		}
 		if err != nil {
 			return err
@@ -763,7 +774,7 @@ func (s *sim) minEntry(n *simNode) uint64 {
 	vc := n.core.VectorClock()
 	m := uint64(math.MaxUint64)
 	for j, ok := range n.believe {
-		if ok {
+		if ok && !s.retired(n, j) {
 			m = min(m, vc.Get(s.nodes[j].id))
 		}
 	}
@@ -772,12 +783,14 @@ func (s *sim) minEntry(n *simNode) uint64 {
 
 // waiting reports whether some member n counts live has an entry below need.
 // It tries the member that held n back last time first, then walks on from
-// it, so over one clock the walk covers each member about once.
+// it, so over one clock the walk covers each member about once. A leaver
+// whose updates up to its last clock are in no longer counts (the core has
+// retired it).
 func (s *sim) waiting(n *simNode, need uint64) bool {
 	vc := n.core.VectorClock()
 	for k := 0; k < s.p; k++ {
 		j := (n.hint + k) % s.p
-		if n.believe[j] && vc.Get(s.nodes[j].id) < need {
+		if n.believe[j] && vc.Get(s.nodes[j].id) < need && !s.retired(n, j) {
 			n.hint = j
 			return true
 		}
@@ -810,6 +823,13 @@ func (s *sim) advance(n *simNode) {
 	if !s.waiting(n, s.iters) && n.core.Done() {
 		s.endStall(n)
 		n.done = true
+		for j, last := range n.heardLeave {
+			// Unless the driver declared the leaver dead, its updates up to
+			// its last clock are part of the run's result.
+			if n.believe[j] && n.core.VectorClock().Get(s.nodes[j].id) < last {
+				s.finishedShort++
+			}
+		}
 		s.noteDone()
 		return
 	}
@@ -1090,6 +1110,32 @@ func (s *sim) admitted(ev simEvent) {
 	s.noteDone()
 }
 
+// retired reports whether n heard member j leave and its core no longer
+// waits for it.
+func (s *sim) retired(n *simNode, j int) bool {
+	_, heard := n.heardLeave[j]
+	return heard && !n.core.Leaving(s.nodes[j].id)
+}
+
+// leaveNoticed handles leaver ev.from's notice reaching node ev.node: the
+// core keeps waiting for the leaver's updates up to its last clock (ev.tag)
+// and then drops it. A node that is dead, or cut off from the leaver, does
+// not hear it; liveness detection declares the leaver dead there.
+func (s *sim) leaveNoticed(ev simEvent) {
+	n, m := s.nodes[ev.node], s.nodes[ev.from]
+	if !n.alive || !n.knows[m.idx] || n.group != m.group {
+		return
+	}
+	n.core.Leave(m.id, uint64(ev.tag))
+	if n.heardLeave == nil {
+		n.heardLeave = map[int]uint64{}
+	}
+	n.heardLeave[m.idx] = uint64(ev.tag)
+	s.flush(n)
+	s.advance(n)
+	s.noteDone()
+}
+
 // check runs every sync interval: it ends the run once every live node is
 // done and anti-entropy has left no gap (or has had 50 intervals to close
 // them), and ends a run in which nobody has trained for 200 sync timeouts.
@@ -1163,9 +1209,36 @@ func (s *sim) fire(st simStep) error {
 		}
 		s.noteDone()
 		s.scheduleDetect()
+	case "leave":
+		for _, i := range st.nodes {
+			n := s.nodes[i]
+			if !n.alive {
+				continue
+			}
+			s.endStall(n)
+			n.alive, n.computing, n.done, n.flushArmed, n.left = false, false, false, false, true
+			n.inc++
+			// The notice travels as the admissions do (one-way latency,
+			// never lost), so it can overtake the leaver's last updates,
+			// which queue on the links and may be lost and resent.
+			last := n.core.Clock()
+			for _, m := range s.nodes {
+				if m != n && m.alive {
+					s.schedule(s.now+s.lat[n.site][m.site], evLeave, int32(m.idx), int32(i), uint32(last), nil)
+				}
+			}
+		}
+		if s.live() == 0 {
+			return fmt.Errorf("%s:%d: %q leaves no live node", st.name, st.Line, st.Text)
+		}
+		s.noteDone()
+		s.scheduleDetect()
 	case "restart":
 		for _, i := range st.nodes {
 			n := s.nodes[i]
+			if n.left {
+				return fmt.Errorf("%s:%d: %q: node %d left the mesh; a member that left does not come back (join adds a new one)", st.name, st.Line, st.Text, i)
+			}
 			if n.alive {
 				continue
 			}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // runSim runs cfg and returns the simulator, for a look at its cores, with
@@ -300,5 +302,84 @@ func TestSimStepsCountJoiners(t *testing.T) {
 	}
 	if s.ids[0] != "n00" || s.ids[11] != "n11" {
 		t.Errorf("ids %v", s.ids)
+	}
+}
+
+// Members leave with notice while links lose and reorder messages, so a
+// notice can overtake the leaver's last updates; one leaves during a
+// partition, and a member joins after a leave. Every live node ends holding
+// each leaver's updates up to its last clock and none above, with the same
+// view; a node that left cannot be restarted.
+func TestSimLeave(t *testing.T) {
+	script := `at 0: loss 0.03
+at 0: reorder 0.1
+at 4: leave 2
+at 6: join                      # node 8 learns from its snapshot that node 2 left
+at 8: partition 0-3 | 4-8
+at 9: leave 5                   # heard on its side only; the other side finds it dead
+at 11: heal
+at 13: leave 0,8
+at 0: slow 6 x3                 # the slowest: the others wait for its last update...
+at 20: leave 6                  # ...when its notice overtakes that update
+at end: assert applied_twice == 0
+at end: assert undelivered == 0`
+	sc, err := ParseScenario(strings.NewReader(script), "leave.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := 12
+	if testing.Short() {
+		seeds = 3
+	}
+	refused := 0
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		cfg := simConfig(t, 8, 20, seed)
+		cfg.Faults, cfg.Staleness = sc, int(seed%3)
+		if seed%2 == 0 {
+			cfg.Topology = "full"
+		}
+		if cfg.WAN, err = ParseLinkProfile("geo3,jitter=20ms"); err != nil {
+			t.Fatal(err)
+		}
+		label := fmt.Sprintf("seed %d (s=%d, %s)", seed, cfg.Staleness, cfg.Topology)
+		s, r := runSim(t, cfg)
+		if !r.Invariants.OK || r.LiveNodes != 4 {
+			t.Fatalf("%s: invariants %+v, %d live", label, r.Invariants, r.LiveNodes)
+		}
+		for _, a := range r.Assertions {
+			if !a.Passed {
+				t.Fatalf("%s: %s failed with value %v", label, a.Step, a.Value)
+			}
+		}
+		checkConverged(t, label, s)
+		for _, leaver := range []int{0, 2, 5, 6, 8} {
+			l := s.nodes[leaver]
+			last := l.core.Clock()
+			for _, n := range s.nodes {
+				if !n.alive {
+					continue
+				}
+				if got := n.core.VectorClock().Get(l.id); got != last {
+					t.Errorf("%s: %s holds node %d up to %d, it left after %d", label, n.id, leaver, got, last)
+				}
+			}
+		}
+		for _, n := range s.nodes {
+			if n.alive {
+				refused += int(n.core.Stats().Rejected[node.RejectAfterLeave])
+			}
+		}
+	}
+	if refused != 0 {
+		t.Errorf("%d honest updates refused as sent after their origin left", refused)
+	}
+	bad, err := ParseScenario(strings.NewReader("at 2: leave 1\nat 4: restart 1\n"), "bad.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := simConfig(t, 4, 10, 1)
+	cfg.Faults = bad
+	if _, err := Simulate(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "left the mesh") {
+		t.Fatalf("restart of a node that left: %v", err)
 	}
 }

@@ -90,6 +90,11 @@ type SimInvariants struct {
 	// UndeliveredAfterHeal counts updates that some live node holds and
 	// another lacks at the end: must be 0.
 	UndeliveredAfterHeal uint64 `json:"undelivered_after_heal"`
+	// FinishedBeforeLeaverUpdates counts nodes that finished their run
+	// without the updates a member announced when it left, while they still
+	// counted it live (they heard its notice, and no failure detection had
+	// declared it dead): must be 0.
+	FinishedBeforeLeaverUpdates uint64 `json:"finished_before_leaver_updates"`
 	// Stalled says the run stopped because nobody could make progress.
 	Stalled bool `json:"stalled"`
 	OK      bool `json:"ok"`
@@ -186,12 +191,14 @@ func (s *sim) report(wall time.Duration) *SimReport {
 	r.BlockedSecondsPerNode = blocked / live / 1e9
 	r.RetainedFramesPerNode = float64(retained) / float64(len(s.nodes))
 	r.Invariants = SimInvariants{
-		AppliedTwice:         s.appliedTwice(),
-		MaxReadStaleness:     s.staleMax,
-		UndeliveredAfterHeal: s.undelivered(),
-		Stalled:              s.stalled,
+		AppliedTwice:                s.appliedTwice(),
+		MaxReadStaleness:            s.staleMax,
+		UndeliveredAfterHeal:        s.undelivered(),
+		Stalled:                     s.stalled,
+		FinishedBeforeLeaverUpdates: s.finishedShort,
 	}
 	inv := &r.Invariants
-	inv.OK = inv.AppliedTwice == 0 && inv.MaxReadStaleness <= uint64(cfg.Staleness) && inv.UndeliveredAfterHeal == 0 && !inv.Stalled
+	inv.OK = inv.AppliedTwice == 0 && inv.MaxReadStaleness <= uint64(cfg.Staleness) && inv.UndeliveredAfterHeal == 0 && !inv.Stalled &&
+		inv.FinishedBeforeLeaverUpdates == 0
 	return r
 }

@@ -58,6 +58,7 @@ var (
 //	at 10: slow 3 x4           # node 3 computes four times slower (x1 restores)
 //	at 20: kill 0-3,7          # nodes stop; peers notice after the detection delay
 //	at 25: restart 2           # a killed node resumes with the state it had
+//	at 28: leave 5             # node 5 stops after announcing its last clock
 //	at 30: partition 0-7 | 8-15
 //	at 40: heal                # every partition ends
 //	at 42: join 2              # two new members start from live members' snapshots
@@ -130,7 +131,7 @@ func parseStep(text string) (Step, error) {
 	args := words[1:]
 	var err error
 	switch st.op {
-	case "kill", "restart":
+	case "kill", "restart", "leave":
 		if len(args) != 1 {
 			return Step{}, fmt.Errorf("%s: want one node set, such as %s 3 or %s 0-3,7", st.op, st.op, st.op)
 		}
