@@ -1110,6 +1110,19 @@ func (s *sim) admitted(ev simEvent) {
 	s.noteDone()
 }
 
+// announceLeave sends leaver n's notice, with its last clock, to every live
+// node. It travels as the admissions do (one-way latency, never lost), so it
+// can overtake the leaver's last updates, which queue on the links and may
+// be lost and resent.
+func (s *sim) announceLeave(n *simNode) {
+	last := n.core.Clock()
+	for _, m := range s.nodes {
+		if m != n && m.alive {
+			s.schedule(s.now+s.lat[n.site][m.site], evLeave, int32(m.idx), int32(n.idx), uint32(last), nil)
+		}
+	}
+}
+
 // retired reports whether n heard member j leave and its core no longer
 // waits for it.
 func (s *sim) retired(n *simNode, j int) bool {
@@ -1194,7 +1207,7 @@ func (s *sim) fireSteps() error {
 func (s *sim) fire(st simStep) error {
 	s.trace.words(trStep, uint64(s.now), uint64(st.Line))
 	switch st.op {
-	case "kill":
+	case "kill", "leave":
 		for _, i := range st.nodes {
 			n := s.nodes[i]
 			if !n.alive {
@@ -1203,29 +1216,9 @@ func (s *sim) fire(st simStep) error {
 			s.endStall(n)
 			n.alive, n.computing, n.done, n.flushArmed = false, false, false, false
 			n.inc++
-		}
-		if s.live() == 0 {
-			return fmt.Errorf("%s:%d: %q leaves no live node", st.name, st.Line, st.Text)
-		}
-		s.noteDone()
-		s.scheduleDetect()
-	case "leave":
-		for _, i := range st.nodes {
-			n := s.nodes[i]
-			if !n.alive {
-				continue
-			}
-			s.endStall(n)
-			n.alive, n.computing, n.done, n.flushArmed, n.left = false, false, false, false, true
-			n.inc++
-			// The notice travels as the admissions do (one-way latency,
-			// never lost), so it can overtake the leaver's last updates,
-			// which queue on the links and may be lost and resent.
-			last := n.core.Clock()
-			for _, m := range s.nodes {
-				if m != n && m.alive {
-					s.schedule(s.now+s.lat[n.site][m.site], evLeave, int32(m.idx), int32(i), uint32(last), nil)
-				}
+			if st.op == "leave" {
+				n.left = true
+				s.announceLeave(n)
 			}
 		}
 		if s.live() == 0 {
