@@ -17,6 +17,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // logBuffer collects a logger's output for tests.
@@ -312,15 +313,23 @@ func TestCheckAnnounce(t *testing.T) {
 	}
 }
 
-// A node whose only peer becomes unreachable (still running, but neither
-// can connect to the other) says so at warning level and in its metrics.
-func TestAloneWhenPeersUnreachable(t *testing.T) {
+// unboundedSettings are the daemon test settings on rcv1 for a run that
+// lasts until the test stops it.
+func unboundedSettings(t *testing.T) (*dataset.Dataset, node.Settings) {
+	t.Helper()
 	train, _, err := dataset.Builtin("rcv1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	set := daemonSettings(train)
 	set.Iterations = 1 << 20
+	return train, set
+}
+
+// A node whose only peer becomes unreachable (still running, but neither
+// can connect to the other) says so at warning level and in its metrics.
+func TestAloneWhenPeersUnreachable(t *testing.T) {
+	train, set := unboundedSettings(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	hb := newTestHost(t)
@@ -372,12 +381,7 @@ func TestAloneWhenPeersUnreachable(t *testing.T) {
 // leaves the other out), but hear of each other through a third: the link
 // between them is reported at warning level and counted as unreachable.
 func TestUnreachableLinkIsReported(t *testing.T) {
-	train, _, err := dataset.Builtin("rcv1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := daemonSettings(train)
-	set.Iterations = 1 << 20
+	train, set := unboundedSettings(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	hr := newTestHost(t)
