@@ -494,6 +494,32 @@ func (a *KeyAuthenticator) Verify(origin string, clock uint64, frame, sig []byte
 	return nil
 }
 
+// SignMessage implements node.Authenticator: it signs a membership message
+// as this member.
+func (a *KeyAuthenticator) SignMessage(msg []byte) ([]byte, error) {
+	sig, err := a.key.Sign(node.MessageBytes(a.mesh, msg))
+	if err != nil {
+		return nil, fmt.Errorf("sign membership message: %w", err)
+	}
+	return sig, nil
+}
+
+// VerifyMessage implements node.Authenticator.
+func (a *KeyAuthenticator) VerifyMessage(signer string, msg, sig []byte) error {
+	pub, err := a.publicKey(signer)
+	if err != nil {
+		return fmt.Errorf("%w: %w", node.ErrBadSignature, err)
+	}
+	ok, err := pub.Verify(node.MessageBytes(a.mesh, msg), sig)
+	if err != nil {
+		return fmt.Errorf("%w: message of %s: %w", node.ErrBadSignature, signer, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: message of %s does not verify", node.ErrBadSignature, signer)
+	}
+	return nil
+}
+
 // publicKey returns the key member's peer id embeds.
 func (a *KeyAuthenticator) publicKey(member string) (crypto.PubKey, error) {
 	pid, _, err := MemberPeer(member)

@@ -92,6 +92,13 @@ type Config struct {
 	// Robust screens incoming updates for poisoned values (see Robust);
 	// nil gets the defaults on first use. It holds state: one per node.
 	Robust *Robust
+	// Admission is a joiner's signed admission, which its hellos carry
+	// (see Syncer.Admit); nil for a founding member.
+	Admission *Admission
+	// Overlay, when set, builds the router over the live members each time
+	// the membership protocol changes them (a pure function, such as
+	// halton.Build).
+	Overlay func(live []string) Router
 }
 
 // DecodeCache remembers what recent frames decode to. Decoding is a pure
@@ -192,7 +199,13 @@ type Message struct {
 
 // Ready is what the driver must do after feeding events.
 type Ready struct {
+	// Messages go to one member each, on the update protocol.
 	Messages []Message
+	// Broadcast are membership announcements for every member (the
+	// daemon publishes them on the mesh's membership topic).
+	Broadcast [][]byte
+	// Events are the membership changes the protocol decided.
+	Events []Event
 }
 
 // ErrGateClosed is returned by Train when the staleness gate is closed.

@@ -40,6 +40,26 @@ type Authenticator interface {
 	// Verify returns nil when sig is origin's valid signature of its
 	// update of clock with frame, and an error naming the cause otherwise.
 	Verify(origin string, clock uint64, frame, sig []byte) error
+	// SignMessage returns this node's signature of a membership message
+	// (the bytes AnnouncementSignedBytes gives), under MessageBytes.
+	SignMessage(msg []byte) ([]byte, error)
+	// VerifyMessage returns nil when sig is signer's valid signature of
+	// msg, and an error naming the cause otherwise.
+	VerifyMessage(signer string, msg, sig []byte) error
+}
+
+// messageDomain separates membership signatures from update signatures.
+const messageDomain = "sketchmesh membership signature v1\n"
+
+// MessageBytes returns the bytes a membership signature covers: a domain
+// string of its own (so no update signature can pass for one, or the
+// reverse), the mesh name with a 4-byte big-endian length, and msg.
+func MessageBytes(mesh string, msg []byte) []byte {
+	b := make([]byte, 0, len(messageDomain)+4+len(mesh)+len(msg))
+	b = append(b, messageDomain...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(mesh)))
+	b = append(b, mesh...)
+	return append(b, msg...)
 }
 
 // RejectBadSignature counts updates whose signature is missing or does not

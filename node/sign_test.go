@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -32,6 +33,31 @@ func (a macAuth) Verify(origin string, clock uint64, frame, sig []byte) error {
 	}
 	return nil
 }
+
+func (a macAuth) SignMessage(msg []byte) ([]byte, error) {
+	return nil, errors.New("macAuth signs for any member: use memberAuth")
+}
+
+func (a macAuth) msgMAC(signer string, msg []byte) []byte {
+	m := hmac.New(sha256.New, []byte("key of "+signer))
+	m.Write(MessageBytes(a.mesh, msg))
+	return m.Sum(nil)
+}
+
+func (a macAuth) VerifyMessage(signer string, msg, sig []byte) error {
+	if !hmac.Equal(sig, a.msgMAC(signer, msg)) {
+		return fmt.Errorf("%w: message of %s", ErrBadSignature, signer)
+	}
+	return nil
+}
+
+// memberAuth is macAuth bound to one member, which SignMessage signs as.
+type memberAuth struct {
+	macAuth
+	self string
+}
+
+func (a memberAuth) SignMessage(msg []byte) ([]byte, error) { return a.msgMAC(a.self, msg), nil }
 
 // chain relays every update along members in order: a → b → c.
 type chain []string

@@ -209,11 +209,18 @@ type SyncConfig struct {
 	// Fanout is how many laggards one SyncRequest asks; repeated calls
 	// take the next ones. Default 32.
 	Fanout int
+	// HeartbeatTicks, SuspectTicks and DeadTicks time the membership
+	// protocol (see liveness.go): a hello every HeartbeatTicks, a silent
+	// member suspected after SuspectTicks (or ten of the slowest member's
+	// rounds) and declared dead after DeadTicks, stretched likewise.
+	// Defaults 5, 50 and 200.
+	HeartbeatTicks, SuspectTicks, DeadTicks int
 }
 
 func (c *SyncConfig) fill(staleness int) error {
 	switch {
-	case c.Window < 0 || c.History < 0 || c.MaxReplyBytes < 0 || c.Fanout < 0:
+	case c.Window < 0 || c.History < 0 || c.MaxReplyBytes < 0 || c.Fanout < 0 ||
+		c.HeartbeatTicks < 0 || c.SuspectTicks < 0 || c.DeadTicks < 0:
 		return fmt.Errorf("node: sync settings must be >= 0, got %+v", *c)
 	case c.Window != 0 && c.Window < staleness+2:
 		return fmt.Errorf("node: sync window %d is below staleness+2 = %d", c.Window, staleness+2)
@@ -231,6 +238,16 @@ func (c *SyncConfig) fill(staleness int) error {
 	if c.Fanout == 0 {
 		c.Fanout = 32
 	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = DefaultHeartbeatTicks
+	}
+	if c.SuspectTicks == 0 {
+		c.SuspectTicks = DefaultSuspectTicks
+	}
+	if c.DeadTicks == 0 {
+		c.DeadTicks = DefaultDeadTicks
+	}
+	c.DeadTicks = max(c.DeadTicks, c.SuspectTicks)
 	return nil
 }
 
@@ -273,6 +290,7 @@ type Syncer struct {
 	degraded  bool
 	syncStats SyncStats
 	fresh     []int
+	proto     protocol
 }
 
 // captureCodec remembers what the node encoded during one Train. A Syncer
@@ -310,7 +328,9 @@ func NewSyncer(cfg Config, sc SyncConfig) (*Syncer, error) {
 	for i, m := range n.members {
 		index[m] = i
 	}
-	return &Syncer{Node: n, sc: sc, capture: capture, logs: make([][]retained, len(n.members)), index: index}, nil
+	s := &Syncer{Node: n, sc: sc, capture: capture, logs: make([][]retained, len(n.members)), index: index}
+	s.initProtocol()
+	return s, nil
 }
 
 // PeerUp returns a member to the live set, the inverse of PeerDown: the gate
@@ -344,6 +364,9 @@ func (s *Syncer) PeerUp(id string) {
 // frames.
 func (s *Syncer) AddMember(id string, entry uint64) {
 	s.Node.AddMember(id, entry)
+	if s.isMember(id) {
+		s.trackMember(id)
+	}
 	if _, ok := s.index[id]; !ok {
 		if _, member := slices.BinarySearch(s.members, id); member {
 			s.index[id] = len(s.logs)
@@ -396,6 +419,13 @@ func (s *Syncer) Snapshot() Snapshot {
 // answer goes out with the next Ready), anything else goes to the node core,
 // and every update the core applies is retained.
 func (s *Syncer) Receive(from string, data []byte) {
+	if IsAnnouncement(data) {
+		s.receiveAnnouncement(from, data)
+		return
+	}
+	if s.isMember(from) {
+		s.heard(from)
+	}
 	if IsSyncMessage(data) {
 		s.handleSync(from, data)
 		return
@@ -422,6 +452,7 @@ func (s *Syncer) Receive(from string, data []byte) {
 		// With two copies of one update in an envelope, the first that
 		// passed the core's checks was applied; which one that was is not
 		// observable here, so keep neither (the origin keeps its own).
+		s.heard(u.Origin)
 		if repeated(updates, s.fresh, k) {
 			continue
 		}
@@ -443,6 +474,10 @@ func repeated(updates []Update, fresh []int, k int) bool {
 
 // Train runs one local iteration (see Node.Train) and keeps its frame.
 func (s *Syncer) Train() error {
+	if s.proto.leaving {
+		return ErrGateClosed
+	}
+	s.observeRound()
 	if s.capture != nil {
 		s.capture.last, s.capture.calls = nil, 0
 	}
@@ -456,6 +491,25 @@ func (s *Syncer) Train() error {
 		s.capture.last = nil
 	}
 	return nil
+}
+
+// CanTrain reports whether the node may run its next iteration (see
+// Node.CanTrain); never once it is leaving.
+func (s *Syncer) CanTrain() bool { return !s.proto.leaving && s.Node.CanTrain() }
+
+// HasReady reports whether Ready has anything to hand out.
+func (s *Syncer) HasReady() bool {
+	p := &s.proto
+	return s.Node.HasReady() || len(p.bcast) > 0 || len(p.direct) > 0 || len(p.events) > 0
+}
+
+// Ready returns what the driver must do: the envelopes and sync answers
+// queued since the last call (see Node.Ready), and the membership
+// protocol's messages, broadcasts and events.
+func (s *Syncer) Ready() Ready {
+	rd := s.Node.Ready()
+	s.takeProtocolOutput(&rd)
+	return rd
 }
 
 // ownFrame returns the frame of the update Train just made.

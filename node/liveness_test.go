@@ -1,0 +1,437 @@
+package node
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/model"
+)
+
+// pnet runs Syncers with the membership protocol: it ticks them, trains
+// those whose gate is open, and delivers messages and broadcasts at once,
+// except what a filter drops.
+type pnet struct {
+	t     *testing.T
+	nodes map[string]*Syncer
+	order []string
+	// drop, when set, decides whether a message from → to is lost.
+	drop   func(from, to string, data []byte) bool
+	events []Event
+	auth   macAuth
+	iters  uint64
+}
+
+func newPnet(t *testing.T, ids []string, iters uint64) *pnet {
+	t.Helper()
+	n := &pnet{t: t, nodes: map[string]*Syncer{}, auth: macAuth{mesh: "m"}, iters: iters}
+	for i, id := range ids {
+		n.add(id, n.config(id, i, ids, nil))
+	}
+	return n
+}
+
+func (n *pnet) config(id string, shard int, members []string, start *Snapshot) Config {
+	train := testData(n.t)
+	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature, L2: 1e-4})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	opt, _ := model.NewOptimizer(model.SGD, 1, mdl.NumParams())
+	return Config{ID: id, Members: members, Model: mdl, Optimizer: opt, Codec: codec.Raw{},
+		BatchSize: 5, Seed: 1, Shard: train.Shard(shard, 4).Rows, Staleness: 1, Iterations: n.iters,
+		Auth: memberAuth{macAuth: n.auth, self: id}, Start: start}
+}
+
+func (n *pnet) add(id string, cfg Config) *Syncer {
+	s, err := NewSyncer(cfg, SyncConfig{HeartbeatTicks: 2, SuspectTicks: 10, DeadTicks: 30})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.nodes[id] = s
+	n.order = append(n.order, id)
+	return s
+}
+
+// flush delivers everything every node has ready, until quiet.
+func (n *pnet) flush() {
+	for busy := true; busy; {
+		busy = false
+		for _, id := range n.order {
+			s := n.nodes[id]
+			if s == nil || !s.HasReady() {
+				continue
+			}
+			busy = true
+			rd := s.Ready()
+			n.events = append(n.events, rd.Events...)
+			for _, m := range rd.Messages {
+				n.deliver(id, m.To, m.Data)
+			}
+			for _, b := range rd.Broadcast {
+				for _, to := range n.order {
+					if to != id {
+						n.deliver(id, to, b)
+					}
+				}
+			}
+		}
+	}
+}
+
+func (n *pnet) deliver(from, to string, data []byte) {
+	if n.nodes[to] == nil || (n.drop != nil && n.drop(from, to, data)) {
+		return
+	}
+	n.nodes[to].Receive(from, data)
+}
+
+// round ticks every node once, trains those that can, and delivers.
+func (n *pnet) round() {
+	for _, id := range n.order {
+		if s := n.nodes[id]; s != nil {
+			s.Tick()
+			if s.CanTrain() {
+				if err := s.Train(); err != nil {
+					n.t.Fatal(err)
+				}
+			}
+		}
+	}
+	n.flush()
+	for _, id := range n.order {
+		if s := n.nodes[id]; s != nil && !s.CanTrain() {
+			n.flushMsgs(id, s.SyncRequest())
+			n.flushMsgs(id, s.AntiEntropy())
+		}
+	}
+	n.flush()
+}
+
+func (n *pnet) flushMsgs(from string, msgs []Message) {
+	for _, m := range msgs {
+		n.deliver(from, m.To, m.Data)
+	}
+}
+
+// runUntilDone runs rounds until every node is done; it fails after limit.
+func (n *pnet) runUntilDone(limit int) {
+	n.t.Helper()
+	for r := 0; r < limit; r++ {
+		done := true
+		for _, id := range n.order {
+			if s := n.nodes[id]; s != nil && !s.Done() {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		n.round()
+	}
+	for _, id := range n.order {
+		if s := n.nodes[id]; s != nil {
+			n.t.Logf("%s: clock %d live %v vc %v", id, s.Clock(), s.Live(), s.VectorClock())
+		}
+	}
+	n.t.Fatalf("STALL: not every node done after %d rounds", limit)
+}
+
+// sign returns a's encoding signed by signer.
+func (n *pnet) sign(a Announcement, signer string) []byte {
+	a.Signer = signer
+	a.Sig, _ = memberAuth{macAuth: n.auth, self: signer}.SignMessage(AnnouncementSignedBytes(a))
+	return EncodeAnnouncement(a)
+}
+
+func (n *pnet) checkSameViews() {
+	n.t.Helper()
+	var ref []float64
+	var refID string
+	for _, id := range n.order {
+		s := n.nodes[id]
+		if s == nil {
+			continue
+		}
+		if ref == nil {
+			ref, refID = slices.Clone(s.View()), id
+			continue
+		}
+		if d := maxAbsDiff(ref, s.View()); d != 0 {
+			n.t.Errorf("views of %s and %s differ by %g", refID, id, d)
+		}
+	}
+}
+
+// Defect: a forged admit for a live member's peer with a made-up
+// incarnation retired the real member and froze every clock. Admits and
+// hellos that no member signed change nothing, and the mesh trains on.
+func TestForgedMembershipChangesNothing(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 20)
+	for range 3 {
+		n.round()
+	}
+	a := n.nodes["a/1"]
+	forged := [][]byte{
+		// An admit of a new incarnation of b, signed by a non-member.
+		n.sign(Announcement{Kind: KindAdmit, Member: "b/99", Entry: 1}, "x/1"),
+		// The same admit claiming to come from c, signed by x.
+		func() []byte {
+			b := Announcement{Kind: KindAdmit, Member: "b/99", Entry: 1, Signer: "c/1"}
+			b.Sig, _ = memberAuth{macAuth: n.auth, self: "x/1"}.SignMessage(AnnouncementSignedBytes(b))
+			return EncodeAnnouncement(b)
+		}(),
+		// A hello of a non-member, without and with a self-signed admission.
+		n.sign(Announcement{Kind: KindHello, Member: "x/1", Seq: 1}, "x/1"),
+		func() []byte {
+			cert := Announcement{Kind: KindAdmit, Member: "x/1", Signer: "x/2"}
+			cert.Sig, _ = memberAuth{macAuth: n.auth, self: "x/2"}.SignMessage(AnnouncementSignedBytes(cert))
+			return n.sign(Announcement{Kind: KindHello, Member: "x/1", Seq: 1, CertSigner: "x/2", CertSig: cert.Sig}, "x/1")
+		}(),
+		// A leave notice for b, signed by x.
+		func() []byte {
+			l := Announcement{Kind: KindLeave, Member: "b/1", Clock: 1, Signer: "b/1"}
+			l.Sig, _ = memberAuth{macAuth: n.auth, self: "x/1"}.SignMessage(AnnouncementSignedBytes(l))
+			return EncodeAnnouncement(l)
+		}(),
+		// Garbage.
+		{0x9d, 0x03, 0xff},
+	}
+	for _, f := range forged {
+		a.Receive("x/1", f)
+	}
+	st := a.Stats().Rejected
+	if st[RejectForgedAnnouncement] != 4 || st[RejectNotAdmitted] != 1 || st[RejectBadAnnouncement] != 1 {
+		t.Errorf("rejections %v: want 4 forged, 1 not admitted, 1 bad", st)
+	}
+	if got := a.Members(); !slices.Equal(got, ids) {
+		t.Fatalf("members %v after forgeries, want %v", got, ids)
+	}
+	if got := a.Live(); !slices.Equal(got, ids) {
+		t.Fatalf("live %v after forgeries, want %v", got, ids)
+	}
+	n.runUntilDone(200)
+	n.checkSameViews()
+}
+
+// A member may admit a new incarnation of a peer; the old one is declared
+// dead at once everywhere, and its late hellos are refused as stale.
+func TestNewIncarnationSupersedesOld(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 30)
+	for range 3 {
+		n.round()
+	}
+	oldHello := n.sign(Announcement{Kind: KindHello, Member: "b/1", Seq: 1000, Clock: 3}, "b/1")
+	// b restarts as b/2 through a.
+	n.nodes["b/1"] = nil
+	snap, adm, err := n.nodes["a/1"].Admit("b/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := n.config("b/2", 1, nil, &snap)
+	cfg.Admission = &adm
+	n.add("b/2", cfg)
+	n.flush()
+	for _, id := range []string{"a/1", "c/1"} {
+		s := n.nodes[id]
+		if s.live["b/1"] || s.Suspected("b/1") || !s.live["b/2"] {
+			t.Fatalf("%s: b/1 live %v suspected %v, b/2 live %v; want b/1 dead, b/2 live", id, s.live["b/1"], s.Suspected("b/1"), s.live["b/2"])
+		}
+		s.Receive("x", oldHello)
+		if s.Stats().Rejected[RejectStaleIncarnation] != 1 || s.live["b/1"] {
+			t.Fatalf("%s: an old incarnation's hello was not refused as stale: %v", id, s.Stats().Rejected)
+		}
+	}
+	// An admit of b/1 again (a lower incarnation) is refused by the donor.
+	if _, _, err := n.nodes["c/1"].Admit("b/1"); err == nil {
+		t.Fatal("a lower incarnation was admitted")
+	}
+	n.runUntilDone(300)
+	n.checkSameViews()
+}
+
+// Defect 2: a join whose reply was lost, retried through a second donor,
+// stalled the mesh (two entries for one member). A retry is a new
+// incarnation: one entry each, the first superseded everywhere.
+func TestRetriedJoinThroughSecondDonor(t *testing.T) {
+	for _, dropAdmit := range []bool{false, true} {
+		ids := []string{"a/1", "d/1"}
+		n := newPnet(t, ids, 40)
+		for range 3 {
+			n.round()
+		}
+		// a admits j/1; the reply is lost (j never starts), and the admit
+		// broadcast may be lost at d.
+		if dropAdmit {
+			n.drop = func(from, to string, data []byte) bool { return from == "a/1" && IsAnnouncement(data) }
+		}
+		if _, _, err := n.nodes["a/1"].Admit("j/1"); err != nil {
+			t.Fatal(err)
+		}
+		n.flush()
+		n.drop = nil
+		for range 3 {
+			n.round()
+		}
+		snap, adm, err := n.nodes["d/1"].Admit("j/2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := n.config("j/2", 2, nil, &snap)
+		cfg.Admission = &adm
+		n.add("j/2", cfg)
+		n.flush()
+		n.runUntilDone(400)
+		for _, id := range []string{"a/1", "d/1"} {
+			s := n.nodes[id]
+			if s.live["j/1"] {
+				t.Errorf("dropAdmit=%v: %s still waits for j/1", dropAdmit, id)
+			}
+			if s.entryOf["j/2"] != adm.Entry {
+				t.Errorf("dropAdmit=%v: %s has j/2 at entry %d, the admission says %d", dropAdmit, id, s.entryOf["j/2"], adm.Entry)
+			}
+		}
+		n.checkSameViews()
+	}
+}
+
+// A member that missed the admit learns the joiner, at the same entry,
+// from the admission its hellos carry.
+func TestMissedAdmitLearnedFromHello(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 30)
+	for range 2 {
+		n.round()
+	}
+	n.drop = func(from, to string, data []byte) bool { return to == "c/1" && IsAnnouncement(data) }
+	snap, adm, err := n.nodes["a/1"].Admit("j/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := n.config("j/1", 3, nil, &snap)
+	cfg.Admission = &adm
+	n.add("j/1", cfg)
+	n.flush()
+	if n.nodes["c/1"].isMember("j/1") {
+		t.Fatal("c learned j/1 although every announcement to it was lost")
+	}
+	n.drop = nil
+	n.runUntilDone(300)
+	if got := n.nodes["c/1"].entryOf["j/1"]; got != adm.Entry {
+		t.Fatalf("c has j/1 at entry %d, want %d", got, adm.Entry)
+	}
+	n.checkSameViews()
+}
+
+// A member that falls silent is suspected after SuspectTicks (the gate
+// stops waiting, its share stays) and declared dead after DeadTicks.
+func TestSilentMemberSuspectedThenDead(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 1000)
+	for range 3 {
+		n.round()
+	}
+	n.nodes["c/1"] = nil // c crashes
+	a := n.nodes["a/1"]
+	start := a.Ticks()
+	var suspectedAt, deadAt uint64
+	for r := 0; r < 100 && deadAt == 0; r++ {
+		n.round()
+		if suspectedAt == 0 && a.Suspected("c/1") {
+			suspectedAt = a.Ticks() - start
+			if a.Shares() != 3 {
+				t.Errorf("a suspected c but divides the step by %d, want 3", a.Shares())
+			}
+		}
+		if !a.Suspected("c/1") && !a.live["c/1"] {
+			deadAt = a.Ticks() - start
+		}
+	}
+	// c was last heard during the round before the crash, at most one
+	// tick before start.
+	if suspectedAt < 9 || suspectedAt > 11 {
+		t.Errorf("c suspected %d ticks after it went silent, want 10 (SuspectTicks)", suspectedAt)
+	}
+	// The death timeout is DeadTicks stretched by a's own rounds, which
+	// grew while its gate waited for c; c's last update may reach a through
+	// b one tick after start.
+	if deadAt < 29 || deadAt > a.deadAfter()+1 {
+		t.Errorf("c declared dead %d ticks after it went silent, want between DeadTicks (30) and %d", deadAt, a.deadAfter())
+	}
+	if a.Shares() != 2 || a.Clock() < 10 {
+		t.Errorf("after c's death: shares %d (want 2), clock %d (want training on)", a.Shares(), a.Clock())
+	}
+	var kinds []EventKind
+	for _, e := range n.events {
+		if e.Member == "c/1" {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if !slices.Equal(kinds, []EventKind{EventSuspected, EventSuspected, EventDead, EventDead}) {
+		t.Errorf("events about c: %v, want suspected and dead at a and b", kinds)
+	}
+}
+
+// Defect 9: one lost leave notice left the mesh waiting until the death
+// timeout. The notice goes to every live member and is resent until each
+// acknowledges it.
+func TestLeaveResentUntilAcknowledged(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 1000)
+	for range 3 {
+		n.round()
+	}
+	c := n.nodes["c/1"]
+	lost := 0
+	n.drop = func(from, to string, data []byte) bool {
+		if from == "c/1" && to == "b/1" && IsAnnouncement(data) && lost < 3 {
+			lost++
+			return true
+		}
+		return false
+	}
+	c.StartLeave()
+	n.flush()
+	acked, waiting := c.LeaveStatus()
+	if !slices.Equal(acked, []string{"a/1"}) || !slices.Equal(waiting, []string{"b/1"}) {
+		t.Fatalf("after the first send: acked %v waiting %v", acked, waiting)
+	}
+	for range 10 {
+		c.Tick()
+		n.flush()
+	}
+	acked, waiting = c.LeaveStatus()
+	if len(waiting) != 0 || len(acked) != 2 {
+		t.Fatalf("after resends: acked %v waiting %v", acked, waiting)
+	}
+	for _, id := range []string{"a/1", "b/1"} {
+		if last, ok := n.nodes[id].left["c/1"]; !ok || last != c.Clock() {
+			t.Errorf("%s: c left %v at %d, want at %d", id, ok, last, c.Clock())
+		}
+	}
+	if c.CanTrain() {
+		t.Error("a leaving node may still train")
+	}
+}
+
+func FuzzDecodeAnnouncement(f *testing.F) {
+	f.Add(EncodeAnnouncement(Announcement{Kind: KindHello, Member: "a/1", Clock: 3, Seq: 2, Round: 1500, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Signer: "a/1", Sig: []byte{1, 2}, CertSigner: "b/1", CertSig: []byte{3}}))
+	f.Add(EncodeAnnouncement(Announcement{Kind: KindAdmit, Member: "j/9", Entry: 4, Signer: "b/1", Sig: []byte{1}}))
+	f.Add(EncodeAnnouncement(Announcement{Kind: KindLeave, Member: "a/1", Clock: 7, Signer: "a/1"}))
+	f.Add(EncodeAnnouncement(Announcement{Kind: KindLeaveAck, Member: "a/1", Clock: 7, Signer: "c"}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, err := DecodeAnnouncement(data)
+		if err != nil {
+			return
+		}
+		again, err := DecodeAnnouncement(EncodeAnnouncement(a))
+		if err != nil {
+			t.Fatalf("re-encoding of a decoded announcement does not decode: %v", err)
+		}
+		if again.Kind != a.Kind || again.Member != a.Member || again.Seq != a.Seq || !slices.Equal(again.Addrs, a.Addrs) {
+			t.Fatalf("round trip changed %+v into %+v", a, again)
+		}
+	})
+}
