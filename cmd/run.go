@@ -150,6 +150,10 @@ type runReport struct {
 	DirectPeers      int               `json:"direct_peers"`
 	RelayedPeers     int               `json:"relayed_peers"`
 	UnreachableLinks int               `json:"unreachable_links"`
+	// LeaveAcknowledgedBy lists the members that acknowledged this node's
+	// leave notice, out of MembersLiveAtLeave it was sent to.
+	LeaveAcknowledgedBy []string `json:"leave_acknowledged_by"`
+	MembersLiveAtLeave  int      `json:"members_live_at_leave"`
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -235,6 +239,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		settings = reply.Settings
+		if reply.Admission.Member != self {
+			self = reply.Admission.Member
+			fmt.Fprintf(stdout, "member: %s (the join was retried as a new incarnation)\n", self)
+		}
 	}
 	if saved != nil && saved.Settings.Conflict(settings, node.SettingNames()) != nil {
 		return fmt.Errorf("checkpoint in %s was written for other settings: %w", f.checkpointDir, saved.Settings.Conflict(settings, node.SettingNames()))
@@ -285,6 +293,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected,
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
 		DirectPeers: res.DirectPeers, RelayedPeers: res.RelayedPeers, UnreachableLinks: res.UnreachableLinks,
+		LeaveAcknowledgedBy: res.LeaveAcknowledgedBy, MembersLiveAtLeave: res.MembersLiveAtLeave,
+	}
+	if rep.LeaveAcknowledgedBy == nil {
+		rep.LeaveAcknowledgedBy = []string{}
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
@@ -459,17 +471,33 @@ func (f *runFlags) founderSettings(train *dataset.Dataset, saved *checkpoint.Sta
 // joinAny asks each --join address in turn until one admits the node.
 func joinAny(ctx context.Context, h *mesh.Host, addrs []ma.Multiaddr, q mesh.JoinRequest, logger *slog.Logger) (*mesh.JoinReply, error) {
 	var errs []error
-	for _, a := range addrs {
+	_, inc, err := mesh.MemberPeer(q.Member)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range addrs {
+		// Each attempt is a new incarnation: a member that admitted an
+		// earlier attempt whose reply was lost knows that one at its own
+		// entry, and the new one supersedes it everywhere.
+		if i > 0 {
+			inc++
+			q.Member = mesh.MemberID(h.Libp2p().ID(), inc)
+		}
 		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		reply, err := mesh.Join(jctx, h, a, q)
 		cancel()
 		if err == nil {
+			if reply.Admission.Member != q.Member {
+				errs = append(errs, fmt.Errorf("member at %s admitted %s, not %s", a, reply.Admission.Member, q.Member))
+				continue
+			}
 			logger.Info("joined the mesh", "through", a, "members", len(reply.Members), "clock", reply.Snapshot.Clock)
 			return reply, nil
 		}
 		if errors.Is(err, mesh.ErrRefused) {
 			return nil, err
 		}
+		logger.Warn("join attempt failed; trying the next member as a new incarnation", "through", a, "err", err)
 		errs = append(errs, err)
 	}
 	return nil, fmt.Errorf("no --join member could be reached: %w", errors.Join(errs...))
@@ -502,7 +530,7 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 	}
 	switch {
 	case reply != nil:
-		cfg.Members, cfg.Start = nil, reply.Snapshot
+		cfg.Members, cfg.Start, cfg.Admission = nil, reply.Snapshot, &reply.Admission
 	case saved != nil:
 		rows := *saved.Rows
 		rows.Pending = nil

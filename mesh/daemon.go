@@ -8,12 +8,10 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
@@ -41,16 +39,21 @@ type DaemonConfig struct {
 	MinMembers int
 	// Topology is "halton" (relay along the Halton overlay) or "full".
 	Topology string
+	// Tick is the length of the core's tick (node.Syncer.Tick): every
+	// membership timeout is counted in ticks. Default 100 ms.
+	Tick time.Duration
 	// Heartbeat is how often the node announces itself. Default 500 ms.
 	Heartbeat time.Duration
 	// DeadAfter is the floor of the silence after which a member is
-	// declared dead; the timeout grows with the mesh's observed round
-	// time. Default 5 s.
+	// suspected (the gate stops waiting for it); it is declared dead after
+	// four times as long. Both grow with the mesh's observed round time.
+	// Default 5 s.
 	DeadAfter time.Duration
 	// JoinTimeout bounds one join exchange. Default 30 s.
 	JoinTimeout time.Duration
-	// LeaveTimeout bounds how long a leaving node waits for its last
-	// sends. Default 3 s.
+	// LeaveTimeout bounds how long a leaving node waits for the live
+	// members to acknowledge its notice, and for its last sends. Default
+	// 3 s.
 	LeaveTimeout time.Duration
 	// RelayWindow is how long a relay batches arrivals (see Options).
 	RelayWindow time.Duration
@@ -90,6 +93,7 @@ func (c *DaemonConfig) fill() error {
 			*d = v
 		}
 	}
+	def(&c.Tick, 100*time.Millisecond)
 	def(&c.Heartbeat, 500*time.Millisecond)
 	def(&c.DeadAfter, 5*time.Second)
 	def(&c.JoinTimeout, 30*time.Second)
@@ -120,6 +124,10 @@ type Result struct {
 	// Left is true when the run ended on a stop request rather than after
 	// its iterations.
 	Left bool
+	// LeaveAcknowledgedBy are the members that acknowledged this node's
+	// leave notice; MembersLiveAtLeave counts those it was sent to.
+	LeaveAcknowledgedBy []string
+	MembersLiveAtLeave  int
 	// DirectPeers and RelayedPeers count the peers update streams ran
 	// with: directly at some time, or through relays only.
 	// UnreachableLinks counts the live members no stream could be opened
@@ -127,41 +135,26 @@ type Result struct {
 	DirectPeers, RelayedPeers, UnreachableLinks int
 }
 
-// peerState is what the daemon knows of one other member.
-type peerState struct {
-	peer      peer.ID
-	entry     uint64
-	clock     uint64
-	round     time.Duration
-	lastHeard time.Time
-	dead      bool
-	left      bool
-}
-
-type heard struct {
-	a    Announcement
-	from peer.ID
-}
-
-// Daemon drives one node core in a live mesh: it trains, exchanges updates
-// over the update protocol along the overlay, answers joiners, announces
-// itself and tracks the other members over GossipSub, declares silent
-// members dead, and leaves with notice when stopped. One goroutine (Run's)
-// owns the core; handlers hand it work through channels.
+// Daemon drives one node core in a live mesh. The core decides everything
+// (training, relaying, membership, failure detection, admission, leave);
+// the daemon is its driver: a ticker for the core's Tick, the host's inbox
+// and the membership topic into Receive, join requests into Admit, and
+// each Ready out to the network (messages on update streams, broadcasts on
+// the topic), its events into logs and into the host (addresses of members,
+// queues of members gone). One goroutine (Run's) owns the core; handlers
+// hand it work through channels.
 type Daemon struct {
-	cfg    DaemonConfig
-	n      *node.Syncer
-	log    *slog.Logger
-	self   string
-	ps     *pubsub.PubSub
-	topic  *pubsub.Topic
-	sub    *pubsub.Subscription
-	joins  chan joinCall
-	heard  chan heard
-	peers  map[string]*peerState
-	byPeer map[peer.ID]string
+	cfg   DaemonConfig
+	n     *node.Syncer
+	log   *slog.Logger
+	self  string
+	ps    *pubsub.PubSub
+	topic *pubsub.Topic
+	sub   *pubsub.Subscription
+	joins chan joinCall
+	heard chan []byte
 	// round is an average of this node's time per iteration, updated at
-	// each iteration only, so a stall does not stretch its own timeout.
+	// each iteration only, for progress lines and sync pacing.
 	round     time.Duration
 	lastTrain time.Time
 	stopped   chan struct{}
@@ -183,6 +176,10 @@ type Daemon struct {
 // TopicName is the membership topic of a mesh.
 func TopicName(mesh string) string { return "/sketchmesh/" + mesh + "/members/1" }
 
+// addrTTL is how long addresses a member announced are kept: they are
+// refreshed by its hellos, and forgotten when it goes.
+const addrTTL = 10 * time.Minute
+
 // NewDaemon sets up membership over GossipSub and the join handler. Call
 // Run to start.
 func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
@@ -191,11 +188,9 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	}
 	a := &Daemon{
 		cfg: cfg, n: cfg.Node, self: cfg.Node.ID(),
-		log:     cfg.Logger.With("member", shortMember(cfg.Node.ID())),
+		log:     cfg.Logger.With("self", shortMember(cfg.Node.ID())),
 		joins:   make(chan joinCall),
-		heard:   make(chan heard, 256),
-		peers:   map[string]*peerState{},
-		byPeer:  map[peer.ID]string{},
+		heard:   make(chan []byte, 256),
 		stopped: make(chan struct{}),
 	}
 	selfPeer, err := PeerOf(a.self)
@@ -215,84 +210,66 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 		pubsub.WithFloodPublish(true),
 		pubsub.WithPeerOutboundQueueSize(256),
 		pubsub.WithValidateQueueSize(256),
-		pubsub.WithMaxMessageSize(maxAnnounceBytes+1024),
+		pubsub.WithMaxMessageSize(node.MaxAnnouncementBytes+1024),
 	)
 	if err != nil {
 		psCancel()
 		return nil, fmt.Errorf("start gossipsub: %w", err)
 	}
-	var fresh freshness
-	if err := ps.RegisterTopicValidator(topicName, fresh.validate); err != nil {
+	if err := ps.RegisterTopicValidator(topicName, validateAnnouncement); err != nil {
+		psCancel()
 		return nil, fmt.Errorf("register membership validator: %w", err)
 	}
 	if a.topic, err = ps.Join(topicName); err != nil {
+		psCancel()
 		return nil, fmt.Errorf("join membership topic: %w", err)
 	}
 	if a.sub, err = a.topic.Subscribe(pubsub.WithBufferSize(256)); err != nil {
+		psCancel()
 		return nil, fmt.Errorf("subscribe to membership topic: %w", err)
 	}
 	a.ps = ps
-	now := time.Now()
+	ticks := func(d time.Duration) int { return max(1, int((d+cfg.Tick-1)/cfg.Tick)) }
+	suspect := ticks(cfg.DeadAfter)
+	a.n.SetTiming(ticks(cfg.Heartbeat), suspect, 4*suspect)
+	a.n.SetOverlay(a.overlay)
 	for _, p := range cfg.Peers {
-		if p.Member == a.self {
-			continue
+		if p.Member != a.self {
+			a.learnAddrs(p.Member, p.Addrs)
 		}
-		a.learnAddrs(p.Member, p.Addrs)
-		a.track(p.Member, 0, now)
 	}
 	// This node's own earlier incarnations are gone, whatever the snapshot
 	// it started from says.
 	for _, m := range a.n.Members() {
 		if p, err := PeerOf(m); err == nil && p == selfPeer && m != a.self {
-			a.n.PeerDown(m)
+			a.n.DeclareDead(m)
 		}
 	}
-	// Every member the node waits for is watched, those the donor did not
-	// list too (one on its way out, whose last updates are awaited): a
-	// member that never speaks again is declared dead, not waited for.
 	for _, m := range a.n.Live() {
-		if _, known := a.peers[m]; !known && m != a.self {
-			if ps := a.track(m, 0, now); ps != nil {
-				ps.left = a.n.Leaving(m)
-			}
+		if p, err := PeerOf(m); err == nil && m != a.self {
+			cfg.Host.addMember(p)
 		}
 	}
+	a.n.SetAddrs(a.addrStrings())
 	cfg.Host.h.SetStreamHandler(JoinProtocol, a.serveJoin)
 	return a, nil
 }
 
-// freshness is the membership topic's validator. Malformed messages, and
-// hellos and leaves not signed by the member's own peer, are rejected (and
-// count against the sender's score); a hello older than one already seen
-// from its member is stale and ignored (no penalty: gossip reorders).
-type freshness struct {
-	mu     sync.Mutex
-	latest map[string]uint64
+// overlay is the router over the live members (node.Config.Overlay).
+func (a *Daemon) overlay(live []string) node.Router {
+	if a.cfg.Topology == "full" {
+		return node.NewFullMesh(live)
+	}
+	return halton.Build(live)
 }
 
-// maxTracked bounds the members the validator remembers.
-const maxTracked = 1 << 16
-
-func (f *freshness) validate(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-	a, err := DecodeAnnouncement(m.Data)
-	if err != nil {
+// validateAnnouncement is the membership topic's validator: what does not
+// parse is rejected and counts against the sender's score. Signatures and
+// membership are the core's to check: it knows who is a member.
+func validateAnnouncement(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+	if _, err := node.DecodeAnnouncement(m.Data); err != nil {
 		return pubsub.ValidationReject
 	}
-	if a.Kind == AnnounceAdmit {
-		return pubsub.ValidationAccept
-	}
-	if p, _ := PeerOf(a.Member); p != m.GetFrom() {
-		return pubsub.ValidationReject
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.latest == nil || len(f.latest) >= maxTracked {
-		f.latest = map[string]uint64{}
-	}
-	if last, ok := f.latest[a.Member]; ok && a.Kind == AnnounceHello && a.Clock < last {
-		return pubsub.ValidationIgnore
-	}
-	f.latest[a.Member] = max(f.latest[a.Member], a.Clock)
 	return pubsub.ValidationAccept
 }
 
@@ -354,24 +331,8 @@ func shortMember(m string) string {
 	return id
 }
 
-// track records member as known and heard from at now, returning its state.
-func (a *Daemon) track(member string, entry uint64, now time.Time) *peerState {
-	ps := a.peers[member]
-	if ps == nil {
-		p, err := PeerOf(member)
-		if err != nil {
-			return nil
-		}
-		ps = &peerState{peer: p, entry: entry}
-		a.peers[member] = ps
-		a.cfg.Host.addMember(p)
-		// A peer runs one member at a time: its newest incarnation.
-		a.byPeer[p] = member
-	}
-	ps.lastHeard = now
-	return ps
-}
-
+// learnAddrs puts a member's addresses in the peerstore for addrTTL, so
+// streams to it can be opened; a non-member's are never kept.
 func (a *Daemon) learnAddrs(member string, addrs []string) {
 	p, err := PeerOf(member)
 	if err != nil || p == a.cfg.Host.h.ID() {
@@ -383,7 +344,7 @@ func (a *Daemon) learnAddrs(member string, addrs []string) {
 			mas = append(mas, m)
 		}
 	}
-	a.cfg.Host.h.Peerstore().AddAddrs(p, mas, peerstore.PermanentAddrTTL)
+	a.cfg.Host.h.Peerstore().AddAddrs(p, mas, addrTTL)
 }
 
 // addrStrings returns the host's listen addresses as strings.
@@ -397,20 +358,21 @@ func (a *Daemon) addrStrings() []string {
 
 // Run trains until the node has run its iterations and holds everyone's
 // last updates, or until ctx ends; then it leaves with notice (checkpoint,
-// leave announcement, last sends within LeaveTimeout). A stop through ctx
-// is not an error.
+// leave notice acknowledged by the live members or LeaveTimeout, last
+// sends). A stop through ctx is not an error.
 func (a *Daemon) Run(ctx context.Context) (Result, error) {
 	start := time.Now()
 	defer close(a.stopped)
 	defer a.psCancel()
-	go a.listen(ctx)
-	a.rebuildOverlay()
-	a.announce(AnnounceHello)
+	lctx, cancelListen := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelListen()
+	go a.listen(lctx)
+	defer a.sub.Cancel()
 
 	inbox := a.cfg.Host.Inbox()
-	tick := time.NewTicker(min(a.cfg.Heartbeat/2, 100*time.Millisecond))
+	tick := time.NewTicker(a.cfg.Tick)
 	defer tick.Stop()
-	var lastHello, lastEntropy, lastProgress, blockedSince, lastSync time.Time
+	var lastEntropy, lastProgress, lastMetrics, blockedSince, lastSync time.Time
 	lastProgress = start
 	var window *time.Timer
 	if a.cfg.RelayWindow > 0 {
@@ -427,12 +389,12 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 					a.receive(m)
 				case <-window.C:
 					break collect
+				case <-ctx.Done():
+					break collect
 				}
 			}
 		}
-		for _, m := range a.n.Ready().Messages {
-			a.send(m)
-		}
+		a.handleReady()
 	}
 	for {
 		// Handle everything that is waiting before deciding what to do.
@@ -440,20 +402,21 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			select {
 			case m := <-inbox:
 				a.receive(m)
-			case h := <-a.heard:
-				a.onAnnouncement(h)
+			case data := <-a.heard:
+				a.n.Receive("", data)
 			case call := <-a.joins:
 				call.reply <- a.admit(call.req)
+			case <-tick.C:
+				a.n.Tick()
 			default:
 				drained = true
 			}
 		}
 		now := time.Now()
-		if now.Sub(lastHello) >= a.cfg.Heartbeat {
-			a.announce(AnnounceHello)
-			a.detectDeaths(now)
+		if now.Sub(lastMetrics) >= a.cfg.Heartbeat {
+			a.checkAlone(now)
 			a.metrics()
-			lastHello = now
+			lastMetrics = now
 		}
 		if now.Sub(lastEntropy) >= 4*a.cfg.Heartbeat {
 			a.sendAll(a.n.AntiEntropy())
@@ -500,17 +463,67 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 		select {
 		case m := <-inbox:
 			a.receive(m)
-		case h := <-a.heard:
-			a.onAnnouncement(h)
+		case data := <-a.heard:
+			a.n.Receive("", data)
 		case call := <-a.joins:
 			call.reply <- a.admit(call.req)
 		case <-tick.C:
+			a.n.Tick()
 		case <-paceC:
 		case <-ctx.Done():
 		}
 		if pace != nil {
 			pace.Stop()
 		}
+	}
+}
+
+// handleReady carries out what the core asks: messages to members,
+// announcements to the topic, membership events into logs and the host.
+func (a *Daemon) handleReady() {
+	rd := a.n.Ready()
+	for _, m := range rd.Messages {
+		a.send(m)
+	}
+	for _, b := range rd.Broadcast {
+		a.publish(b)
+	}
+	for _, e := range rd.Events {
+		a.onEvent(e)
+	}
+}
+
+// onEvent logs a membership change and applies it to the host.
+func (a *Daemon) onEvent(e node.Event) {
+	who := shortMember(e.Member)
+	p, _ := PeerOf(e.Member)
+	ticks := func(n uint64) time.Duration { return time.Duration(n) * a.cfg.Tick }
+	switch e.Kind {
+	case node.EventJoined:
+		a.learnAddrs(e.Member, a.n.Addrs(e.Member))
+		a.cfg.Host.addMember(p)
+		a.log.Info("member joined", "member", who, "entry", e.Clock, "admitted_by", shortMember(e.By), "live", len(a.n.Live()))
+	case node.EventBack:
+		a.learnAddrs(e.Member, a.n.Addrs(e.Member))
+		a.log.Info("member back", "member", who, "clock", e.Clock)
+	case node.EventSuspected:
+		a.log.Warn("member suspected: the gate no longer waits for it", "member", who, "silent_for", ticks(e.Silent), "clock", e.Clock)
+	case node.EventDead:
+		a.forget(e.Member)
+		if e.Waiting {
+			a.log.Warn("member left but its last updates never arrived; no longer waiting for them", "member", who, "silent_for", ticks(e.Silent))
+			break
+		}
+		a.log.Warn("member declared dead", "member", who, "silent_for", ticks(e.Silent), "clock", e.Clock)
+	case node.EventLeft:
+		if !e.Waiting {
+			a.forget(e.Member)
+		}
+		a.log.Info("member left", "member", who, "last_clock", e.Clock, "waiting_for_updates", e.Waiting)
+	case node.EventSuperseded:
+		a.log.Info("member replaced by a new incarnation", "old", who, "new", shortMember(e.By))
+	case node.EventLeaveAcked:
+		a.log.Debug("leave acknowledged", "member", who)
 	}
 }
 
@@ -574,19 +587,13 @@ func (a *Daemon) progress() {
 		"round", a.round.Round(time.Microsecond))
 }
 
-// receive hands one arrival to the core under the member id of its sender.
+// receive hands one arrival to the core under the member id of its sender:
+// the newest incarnation on the sending peer (libp2p authenticates peers),
+// or the bare peer id of a non-member, whose updates the core refuses.
 func (a *Daemon) receive(m Inbound) {
-	p, err := peer.Decode(m.From)
-	if err != nil {
-		return
-	}
-	from, ok := a.byPeer[p]
-	if !ok {
-		// A peer not yet known as a member: the core counts what it sends
-		// as not from a member, and the sync path fetches it again later.
+	from := a.n.MemberOf(m.From)
+	if from == "" {
 		from = m.From
-	} else if ps := a.peers[from]; ps != nil {
-		ps.lastHeard = time.Now()
 	}
 	a.n.Receive(from, m.Data)
 }
@@ -605,23 +612,9 @@ func (a *Daemon) sendAll(msgs []node.Message) {
 	}
 }
 
-// announce publishes this node's hello or leave.
-func (a *Daemon) announce(kind string) {
-	c := a.n.Clock()
-	a.publish(Announcement{Kind: kind, Member: a.self, Entry: min(a.entry(), c), Clock: c, Round: a.round, Addrs: a.addrStrings()})
-}
-
-// entry is the clock this node started at.
-func (a *Daemon) entry() uint64 {
-	if s := a.n.Config().Start; s != nil {
-		return s.Clock
-	}
-	return 0
-}
-
-func (a *Daemon) publish(an Announcement) {
-	if err := a.topic.Publish(context.Background(), EncodeAnnouncement(an)); err != nil {
-		a.log.Warn("membership announcement not published", "kind", an.Kind, "err", err)
+func (a *Daemon) publish(data []byte) {
+	if err := a.topic.Publish(context.Background(), data); err != nil {
+		a.log.Warn("membership announcement not published", "err", err)
 	}
 }
 
@@ -635,12 +628,8 @@ func (a *Daemon) listen(ctx context.Context) {
 		if m.ReceivedFrom == a.cfg.Host.h.ID() && m.GetFrom() == a.cfg.Host.h.ID() {
 			continue
 		}
-		an, err := DecodeAnnouncement(m.Data)
-		if err != nil {
-			continue
-		}
 		select {
-		case a.heard <- heard{a: an, from: m.GetFrom()}:
+		case a.heard <- m.Data:
 		case <-ctx.Done():
 			return
 		case <-a.stopped:
@@ -649,126 +638,21 @@ func (a *Daemon) listen(ctx context.Context) {
 	}
 }
 
-// onAnnouncement applies what a member said of itself (or of a joiner it
-// admitted).
-func (a *Daemon) onAnnouncement(h heard) {
-	an := h.a
-	if an.Member == a.self {
-		return
-	}
-	now := time.Now()
-	ps, known := a.peers[an.Member]
-	switch an.Kind {
-	case AnnounceLeave:
-		if !known || ps.left {
-			return
-		}
-		// The member stays in the wait set until its updates up to its
-		// last clock are in: they may still be on their way.
-		ps.left, ps.lastHeard = true, now
-		a.n.Leave(an.Member, an.Clock)
-		ps.dead = !a.n.Leaving(an.Member)
-		if ps.dead {
-			a.forget(an.Member)
-		}
-		a.log.Info("member left", "who", shortMember(an.Member), "last_clock", an.Clock, "waiting_for_updates", !ps.dead)
-		a.rebuildOverlay()
-		return
-	case AnnounceHello, AnnounceAdmit:
-		if known && ps.left {
-			return
-		}
-		a.learnAddrs(an.Member, an.Addrs)
-		if !known {
-			ps = a.track(an.Member, an.Entry, now)
-			if ps == nil {
-				return
-			}
-			a.n.AddMember(an.Member, an.Entry)
-			a.log.Info("member joined", "who", shortMember(an.Member), "entry", an.Entry, "live", len(a.n.Live()))
-			a.retire(an.Member)
-			a.rebuildOverlay()
-		}
-		if newest := a.byPeer[ps.peer]; newest != an.Member {
-			// A late word from an incarnation its peer has replaced.
-			return
-		}
-		if an.Kind == AnnounceHello {
-			ps.lastHeard = now
-			ps.clock, ps.round = an.Clock, an.Round
-			if ps.dead {
-				ps.dead = false
-				a.n.PeerUp(an.Member)
-				a.log.Info("member back", "who", shortMember(an.Member))
-				a.rebuildOverlay()
-			}
-		}
-	}
-}
-
-// retire marks the older incarnations of member's peer dead: a peer runs
-// one member at a time, so a new incarnation means the old one is gone.
-func (a *Daemon) retire(member string) {
-	p, _ := PeerOf(member)
-	for m, ps := range a.peers {
-		if m != member && ps.peer == p && !ps.dead {
-			ps.dead = true
-			a.n.PeerDown(m)
-			a.log.Info("member replaced by a new incarnation", "old", shortMember(m), "new", shortMember(member))
-		}
-	}
-	if _, known := a.peers[member]; known {
-		a.byPeer[p] = member
-	}
-}
-
 // forget drops what the host still queues for member m, gone or dead
 // (Host.Forget), unless m's peer runs a newer incarnation.
 func (a *Daemon) forget(m string) {
-	if ps := a.peers[m]; ps != nil && a.byPeer[ps.peer] == m {
-		a.cfg.Host.Forget(ps.peer)
+	p, err := PeerOf(m)
+	if err != nil {
+		return
+	}
+	if cur := a.n.MemberOf(p.String()); cur == m || cur == "" {
+		a.cfg.Host.Forget(p)
 	}
 }
 
-// deadAfter is how long a member may stay silent: the floor, or ten of the
-// mesh's slowest recent rounds, whichever is longer.
+// deadAfter is the core's current suspicion timeout as a duration.
 func (a *Daemon) deadAfter() time.Duration {
-	slowest := a.round
-	for _, ps := range a.peers {
-		if !ps.dead {
-			slowest = max(slowest, ps.round)
-		}
-	}
-	return max(a.cfg.DeadAfter, 10*slowest, 4*a.cfg.Heartbeat)
-}
-
-func (a *Daemon) detectDeaths(now time.Time) {
-	limit := a.deadAfter()
-	changed := false
-	for m, ps := range a.peers {
-		if ps.left && !ps.dead && !a.n.Leaving(m) {
-			ps.dead = true // its last updates arrived
-			a.forget(m)
-			continue
-		}
-		if ps.dead || now.Sub(ps.lastHeard) < limit {
-			continue
-		}
-		ps.dead = true
-		a.n.PeerDown(m)
-		a.forget(m)
-		changed = true
-		silent := now.Sub(ps.lastHeard).Round(time.Millisecond)
-		if ps.left {
-			a.log.Warn("member left but its last updates never arrived; no longer waiting for them", "who", shortMember(m), "since_leave", silent, "timeout", limit)
-			continue
-		}
-		a.log.Warn("member declared dead", "who", shortMember(m), "silent_for", silent, "timeout", limit)
-	}
-	if changed {
-		a.rebuildOverlay()
-	}
-	a.checkAlone(now)
+	return time.Duration(a.n.SuspectAfter()) * a.cfg.Tick
 }
 
 // checkAlone warns, once per DeadAfter, while the node has no live member
@@ -803,50 +687,32 @@ func (a *Daemon) alone() time.Duration {
 	return time.Since(a.aloneFrom)
 }
 
-// rebuildOverlay recomputes the relay overlay over the live members.
-func (a *Daemon) rebuildOverlay() {
-	// Members on their way out are not in the overlay: nothing is sent to
-	// them, and others' updates route around them.
-	live := slices.DeleteFunc(a.n.Live(), a.n.Leaving)
-	if a.cfg.Topology == "full" {
-		a.n.SetRouter(node.NewFullMesh(live))
-		return
-	}
-	a.n.SetRouter(halton.Build(live))
-}
-
 // admit answers a join request on the loop: refuse another mesh or
-// conflicting settings; otherwise add the joiner at this node's rows'
-// clock, announce it, and hand it a snapshot.
+// conflicting settings; otherwise the core admits the joiner (see
+// node.Syncer.Admit) and the reply carries its snapshot and admission.
 func (a *Daemon) admit(q JoinRequest) []byte {
 	if q.Mesh != a.cfg.Mesh {
 		return encodeJoinReply(nil, fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))
 	}
 	if err := q.Settings.Conflict(a.cfg.Settings, q.Explicit); err != nil {
-		a.log.Warn("joiner refused", "who", shortMember(q.Member), "err", err)
+		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
 		return encodeJoinReply(nil, err.Error())
 	}
-	if ps, ok := a.peers[q.Member]; ok && ps.left {
-		return encodeJoinReply(nil, fmt.Sprintf("member %s left the mesh; a restarted node joins as a new incarnation", q.Member))
+	snap, adm, err := a.n.Admit(q.Member)
+	if err != nil {
+		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
+		return encodeJoinReply(nil, err.Error())
 	}
-	// An earlier incarnation of the joiner's peer is gone: take it out of
-	// the live set before the snapshot, so the joiner does not wait for it.
-	a.retire(q.Member)
-	snap := a.n.Snapshot()
 	a.learnAddrs(q.Member, q.Addrs)
-	if _, known := a.peers[q.Member]; !known {
-		a.track(q.Member, snap.Clock, time.Now())
-		a.n.AddMember(q.Member, snap.Clock)
-		a.byPeer[a.peers[q.Member].peer] = q.Member
-		a.rebuildOverlay()
-	}
-	a.publish(Announcement{Kind: AnnounceAdmit, Member: q.Member, Entry: snap.Clock, Clock: snap.Clock, Addrs: q.Addrs})
-	a.log.Info("member admitted", "who", shortMember(q.Member), "entry", snap.Clock, "live", len(a.n.Live()))
-	reply := &JoinReply{Settings: a.cfg.Settings, Snapshot: &snap}
+	a.handleReady()
+	reply := &JoinReply{Settings: a.cfg.Settings, Snapshot: &snap, Admission: adm}
 	reply.Members = append(reply.Members, PeerRecord{Member: a.self, Addrs: a.addrStrings()})
-	for m, ps := range a.peers {
-		if !ps.dead && !ps.left && m != q.Member {
-			reply.Members = append(reply.Members, PeerRecord{Member: m, Addrs: addrsOf(a.cfg.Host, ps.peer)})
+	for _, m := range a.n.Live() {
+		if m == a.self || m == q.Member {
+			continue
+		}
+		if p, err := PeerOf(m); err == nil {
+			reply.Members = append(reply.Members, PeerRecord{Member: m, Addrs: addrsOf(a.cfg.Host, p)})
 		}
 	}
 	slices.SortFunc(reply.Members, func(x, y PeerRecord) int { return strings.Compare(x.Member, y.Member) })
@@ -861,20 +727,56 @@ func addrsOf(h *Host, p peer.ID) []string {
 	return out
 }
 
-// finish ends the run: a final evaluation and checkpoint, the leave notice,
-// and the last sends within LeaveTimeout.
+// finish ends the run: a final evaluation and checkpoint, the leave notice
+// to every live member, resent until each acknowledges it or LeaveTimeout
+// passes, then the last sends within what remains of it.
 func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Result, error) {
 	a.evaluate()
 	a.checkpoint()
-	a.announce(AnnounceLeave)
+	a.n.StartLeave()
+	_, waiting := a.n.LeaveStatus()
+	liveAtLeave := len(waiting)
+	a.handleReady()
 	a.metrics()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.LeaveTimeout)
+	deadline := time.NewTimer(a.cfg.LeaveTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(a.cfg.Tick)
+	defer tick.Stop()
+	inbox := a.cfg.Host.Inbox()
+wait:
+	for {
+		if _, waiting := a.n.LeaveStatus(); len(waiting) == 0 {
+			break
+		}
+		select {
+		case m := <-inbox:
+			a.receive(m)
+		case data := <-a.heard:
+			a.n.Receive("", data)
+		case <-tick.C:
+			a.n.Tick()
+		case <-deadline.C:
+			break wait
+		}
+		a.handleReady()
+	}
+	acked, waiting := a.n.LeaveStatus()
+	if len(waiting) > 0 {
+		short := make([]string, len(waiting))
+		for i, m := range waiting {
+			short[i] = shortMember(m)
+		}
+		a.log.Warn("leave not acknowledged by every live member", "acknowledged", len(acked), "waiting", short, "timeout", a.cfg.LeaveTimeout)
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.LeaveTimeout/2)
 	defer cancel()
 	if err := a.cfg.Host.Flush(fctx); err != nil {
 		a.log.Warn("last sends not all out before leaving", "err", err)
 	}
 	res := a.result(start, stopped)
-	a.log.Info("left the mesh", "clock", res.Clock, "test_accuracy", res.Accuracy, "applied_twice", res.AppliedTwice)
+	res.LeaveAcknowledgedBy, res.MembersLiveAtLeave = acked, liveAtLeave
+	a.log.Info("left the mesh", "clock", res.Clock, "test_accuracy", res.Accuracy, "applied_twice", res.AppliedTwice,
+		"leave_acknowledged_by", len(acked), "members_live_at_leave", liveAtLeave)
 	return res, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +31,7 @@ func startDaemon(t *testing.T, ctx context.Context, set node.Settings, shard []d
 	var peers []PeerRecord
 	if reply != nil {
 		cfg.Members, cfg.Start, peers = nil, reply.Snapshot, reply.Members
+		cfg.Admission = &reply.Admission
 	}
 	n, err := node.NewSyncer(cfg, node.SyncConfig{})
 	if err != nil {
@@ -152,36 +152,5 @@ func TestMetricsNames(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
-	}
-}
-
-// A member whose leave notice arrives before its last updates is waited
-// for; if they never come, it is declared dead after the timeout, like a
-// member that vanished, and the wait ends.
-func TestLeaverWaitedForThenDeclaredDead(t *testing.T) {
-	train, _, err := dataset.Builtin("a9a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	a := startDaemon(t, ctx, daemonSettings(train), train.Rows[:200], nil, newTestHost(t))
-	p := fixedPeer(7)
-	x := MemberID(p, 1)
-	a.onAnnouncement(heard{a: Announcement{Kind: AnnounceHello, Member: x}, from: p})
-	if !slices.Contains(a.n.Live(), x) {
-		t.Fatalf("live after hello: %v", a.n.Live())
-	}
-	a.onAnnouncement(heard{a: Announcement{Kind: AnnounceLeave, Member: x, Clock: 3}, from: p})
-	if !a.n.Leaving(x) || a.peers[x].dead {
-		t.Fatalf("after a leave at clock 3 with nothing of it in: leaving %v, dead %v", a.n.Leaving(x), a.peers[x].dead)
-	}
-	a.detectDeaths(time.Now())
-	if !a.n.Leaving(x) {
-		t.Fatal("stopped waiting for the leaver before the timeout")
-	}
-	a.detectDeaths(time.Now().Add(a.deadAfter() + time.Second))
-	if a.n.Leaving(x) || slices.Contains(a.n.Live(), x) || !a.peers[x].dead {
-		t.Fatalf("after the timeout: leaving %v, live %v, dead %v", a.n.Leaving(x), a.n.Live(), a.peers[x].dead)
 	}
 }

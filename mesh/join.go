@@ -25,7 +25,8 @@ const (
 	maxJoinRequestBytes = 64 << 10
 	// MaxJoinReplyBytes bounds a reply, which carries the whole view.
 	MaxJoinReplyBytes = 1 << 30
-	joinVersion       = 1
+	// joinVersion 2 added the joiner's admission to the reply.
+	joinVersion = 2
 )
 
 // ErrRefused is wrapped by the error a joiner gets when the member it asked
@@ -50,12 +51,15 @@ type PeerRecord struct {
 	Addrs  []string
 }
 
-// JoinReply admits a joiner: the mesh's settings, its members, and the
-// snapshot the joiner starts from.
+// JoinReply admits a joiner: the mesh's settings, its members, the
+// snapshot the joiner starts from, and its admission: the donor's signed
+// word that the joiner entered at the snapshot's clock, which the joiner's
+// hellos carry (see node.Admission).
 type JoinReply struct {
-	Settings node.Settings
-	Members  []PeerRecord
-	Snapshot *node.Snapshot
+	Settings  node.Settings
+	Members   []PeerRecord
+	Snapshot  *node.Snapshot
+	Admission node.Admission
 }
 
 func encodeJoinRequest(q JoinRequest) []byte {
@@ -130,7 +134,7 @@ func encodeJoinReply(p *JoinReply, reason string) []byte {
 		w.String(reason)
 		return w.Bytes()
 	}
-	w.Array(5)
+	w.Array(6)
 	w.Uint(joinVersion)
 	w.String("welcome")
 	p.Settings.WriteTo(w)
@@ -141,6 +145,11 @@ func encodeJoinReply(p *JoinReply, reason string) []byte {
 		w.Strings(m.Addrs)
 	}
 	p.Snapshot.WriteTo(w)
+	w.Array(4)
+	w.String(p.Admission.Member)
+	w.Uint(p.Admission.Entry)
+	w.String(p.Admission.Signer)
+	w.Bin(p.Admission.Sig)
 	return w.Bytes()
 }
 
@@ -163,8 +172,8 @@ func decodeJoinReply(data []byte) (*JoinReply, error) {
 		}
 		return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
 	}
-	if n != 5 {
-		return nil, fmt.Errorf("%w: join reply has %d fields, want 3 or 5", wire.ErrMalformed, n)
+	if n != 6 {
+		return nil, fmt.Errorf("%w: join reply has %d fields, want 3 or 6", wire.ErrMalformed, n)
 	}
 	if err := readHeader(r, "welcome"); err != nil {
 		return nil, err
@@ -197,6 +206,25 @@ func decodeJoinReply(data []byte) (*JoinReply, error) {
 	}
 	if p.Snapshot, err = node.ReadSnapshot(r); err != nil {
 		return nil, err
+	}
+	if err := r.Fields("admission", 4); err != nil {
+		return nil, err
+	}
+	a := &p.Admission
+	if a.Member, err = r.String("admitted member", maxMemberBytes); err != nil {
+		return nil, err
+	}
+	if a.Entry, err = r.Uint("admission entry"); err != nil {
+		return nil, err
+	}
+	if a.Signer, err = r.String("admission signer", maxMemberBytes); err != nil {
+		return nil, err
+	}
+	if a.Sig, err = r.Bytes("admission signature", node.MaxSignatureBytes); err != nil {
+		return nil, err
+	}
+	if a.Entry != p.Snapshot.Clock {
+		return nil, fmt.Errorf("%w: admission at entry %d, the snapshot is at %d", wire.ErrMalformed, a.Entry, p.Snapshot.Clock)
 	}
 	return p, r.End()
 }

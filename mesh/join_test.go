@@ -53,6 +53,7 @@ func testJoinReply() *JoinReply {
 			},
 			Pending: []node.Update{{Origin: b, Clock: 10, Frame: []byte{1, 2}, Sig: bytes.Repeat([]byte{5}, 64)}},
 		},
+		Admission: node.Admission{Member: MemberID(fixedPeer(3), 2), Entry: 9, Signer: a, Sig: bytes.Repeat([]byte{6}, 64)},
 	}
 }
 
@@ -136,7 +137,7 @@ func welcomeParts(p *JoinReply) []wiretest.Part {
 	w := wire.NewWriter()
 	p.Settings.WriteTo(w)
 	ps := []wiretest.Part{
-		partOf("join reply", func(w *wire.Writer) { w.Array(5) }),
+		partOf("join reply", func(w *wire.Writer) { w.Array(6) }),
 		partOf("version", func(w *wire.Writer) { w.Uint(joinVersion) }),
 		partOf("kind", func(w *wire.Writer) { w.String("welcome") }),
 		{Name: "settings", Data: w.Bytes()},
@@ -148,7 +149,13 @@ func welcomeParts(p *JoinReply) []wiretest.Part {
 			partOf("member", func(w *wire.Writer) { w.String(m.Member) }))
 		ps = append(ps, stringsParts("addrs", m.Addrs)...)
 	}
-	return append(ps, wiretest.Part{Name: "snapshot", Data: encodeSnapshot(p.Snapshot)})
+	a := p.Admission
+	return append(ps, wiretest.Part{Name: "snapshot", Data: encodeSnapshot(p.Snapshot)},
+		partOf("admission", func(w *wire.Writer) { w.Array(4) }),
+		partOf("admitted member", func(w *wire.Writer) { w.String(a.Member) }),
+		partOf("admission entry", func(w *wire.Writer) { w.Uint(a.Entry) }),
+		partOf("admission signer", func(w *wire.Writer) { w.String(a.Signer) }),
+		partOf("admission signature", func(w *wire.Writer) { w.Bin(a.Sig) }))
 }
 
 func refusalParts(reason string) []wiretest.Part {
@@ -182,7 +189,7 @@ func TestJoinRequestWrongFields(t *testing.T) {
 	ms := append(wiretest.WrongParts(ps), []wiretest.Mutant{
 		{Name: "six fields", Want: "join request has 6 fields, want 7", Data: wiretest.Replaced(ps, 0, []byte{0x96})},
 		{Name: "eight fields", Want: "join request has 8 fields, want 7", Data: append(wiretest.Replaced(ps, 0, []byte{0x98}), 0x90)},
-		{Name: "version 2", Want: "version 2, want 1", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(2) })},
+		{Name: "version 1", Want: "version 1, want 2", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(1) })},
 		{Name: "negative version", Want: "version is negative", Data: set(ps, "version", func(w *wire.Writer) { w.Int(-1) })},
 		{Name: "kind welcome", Want: `kind "welcome", want "join"`, Data: set(ps, "kind", func(w *wire.Writer) { w.String("welcome") })},
 		{Name: "long kind", Want: "kind claims 17 bytes", Data: set(ps, "kind", func(w *wire.Writer) { w.String(strings.Repeat("j", 17)) })},
@@ -223,9 +230,11 @@ func TestJoinReplyWrongFields(t *testing.T) {
 		t.Fatal("the parts do not add up to the encoding")
 	}
 	ms := append(wiretest.WrongParts(ps), []wiretest.Mutant{
-		{Name: "four fields", Want: "join reply has 4 fields, want 3 or 5", Data: wiretest.Replaced(ps, 0, []byte{0x94})},
-		{Name: "six fields", Want: "join reply has 6 fields, want 3 or 5", Data: append(wiretest.Replaced(ps, 0, []byte{0x96}), 0x00)},
-		{Name: "version 0", Want: "version 0, want 1", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(0) })},
+		{Name: "five fields", Want: "join reply has 5 fields, want 3 or 6", Data: wiretest.Replaced(ps, 0, []byte{0x95})},
+		{Name: "seven fields", Want: "join reply has 7 fields, want 3 or 6", Data: append(wiretest.Replaced(ps, 0, []byte{0x97}), 0x00)},
+		{Name: "version 0", Want: "version 0, want 2", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(0) })},
+		{Name: "admission at another clock", Want: "admission at entry 8, the snapshot is at 9", Data: set(ps, "admission entry", func(w *wire.Writer) { w.Uint(8) })},
+		{Name: "long admission signature", Want: "admission signature claims 1025 bytes", Data: set(ps, "admission signature", func(w *wire.Writer) { w.Bin(make([]byte, 1025)) })},
 		{Name: "kind refused in a welcome", Want: `kind "refused", want "welcome"`, Data: set(ps, "kind", func(w *wire.Writer) { w.String("refused") })},
 		{Name: "settings NaN", Want: "learning rate is NaN", Data: set(ps, "settings", func(w *wire.Writer) {
 			s := p.Settings
@@ -265,7 +274,7 @@ func TestJoinReplyWrongFields(t *testing.T) {
 		t.Fatal("the refusal's parts do not add up to its encoding")
 	}
 	ms = append(wiretest.WrongParts(rs), []wiretest.Mutant{
-		{Name: "version 2", Want: "version 2, want 1", Data: set(rs, "version", func(w *wire.Writer) { w.Uint(2) })},
+		{Name: "version 1", Want: "version 1, want 2", Data: set(rs, "version", func(w *wire.Writer) { w.Uint(1) })},
 		{Name: "kind welcome in a refusal", Want: `kind "welcome", want "refused"`, Data: set(rs, "kind", func(w *wire.Writer) { w.String("welcome") })},
 		{Name: "long reason", Want: "reason claims 4097 bytes", Data: set(rs, "reason", func(w *wire.Writer) { w.String(strings.Repeat("r", 4097)) })},
 		{Name: "trailing byte", Want: "1 trailing bytes", Data: append(encodeJoinReply(nil, "no"), 0x00)},
@@ -283,7 +292,7 @@ func TestJoinReplyWrongFields(t *testing.T) {
 // A member list over the limit is refused when its header is read.
 func TestJoinReplyOverLimits(t *testing.T) {
 	w := wire.NewWriter()
-	w.Array(5)
+	w.Array(6)
 	w.Uint(joinVersion)
 	w.String("welcome")
 	testJoinSettings().WriteTo(w)
@@ -375,6 +384,7 @@ func FuzzDecodeJoinRequest(f *testing.F) {
 func FuzzDecodeJoinReply(f *testing.F) {
 	f.Add(encodeJoinReply(testJoinReply(), ""))
 	f.Add(encodeJoinReply(&JoinReply{Snapshot: &node.Snapshot{}}, ""))
+	f.Add(encodeJoinReply(testJoinReply(), ""))
 	f.Add(encodeJoinReply(nil, "setting lr differs"))
 	for _, m := range wiretest.HostileHeaders(encodeJoinReply(testJoinReply(), "")) {
 		f.Add(m.Data)

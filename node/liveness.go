@@ -14,9 +14,10 @@ import (
 // the simulator runs exactly the protocol a real mesh runs.
 //
 //   - Every HeartbeatTicks a node broadcasts a signed hello (Ready.Broadcast).
-//   - A member is heard when a hello of it arrives, when it sends this node
-//     anything directly, or when a fresh update it made arrives through any
-//     relay. A live member silent for the suspicion timeout is suspected
+//   - A member is heard when a hello of it arrives or when it sends this
+//     node anything directly. An update it made that arrives through a
+//     relay is no evidence: it may be old (a resend, or one a relay kept
+//     across a partition). A live member silent for the suspicion timeout is suspected
 //     (Suspect: the gate no longer waits for it, it keeps its share of the
 //     step, see scale.go); suspected and silent for the death timeout, it is
 //     declared dead (DeclareDead). The suspicion timeout is SuspectTicks or
@@ -111,7 +112,8 @@ type protocol struct {
 	// Own hellos and round time.
 	helloSeq, lastHello  uint64
 	round, lastTrainTick uint64
-	trained              bool
+	trained, gateOpen    bool
+	gateOpenAt           uint64
 	addrs                []string
 	// Outputs since the last Ready.
 	bcast  [][]byte
@@ -162,6 +164,7 @@ func (s *Syncer) Tick() {
 	}
 	s.detect()
 	s.rebuildIfChanged()
+	s.noteGate()
 }
 
 // Ticks returns the core's time in ticks.
@@ -260,18 +263,31 @@ func nameOf(m string) string {
 	return name
 }
 
-// observeRound updates the node's own round time at each Train.
+// noteGate records the tick the staleness gate was first found open
+// since the last Train: the time a node waits at its gate is not part of
+// its round (a mesh stalled for a while must not stretch every timeout).
+func (s *Syncer) noteGate() {
+	p := &s.proto
+	if !p.gateOpen && s.Node.CanTrain() {
+		p.gateOpen, p.gateOpenAt = true, p.tick
+	}
+}
+
+// observeRound updates the node's own round time at each Train: the ticks
+// since the later of its last Train and its gate opening, which is what a
+// driver that trains on its event loop is deaf for.
 func (s *Syncer) observeRound() {
 	p := &s.proto
+	s.noteGate()
 	if p.trained {
-		took := 1000 * (p.tick - p.lastTrainTick)
+		took := 1000 * (p.tick - max(p.lastTrainTick, p.gateOpenAt))
 		if p.round == 0 {
 			p.round = took
 		} else {
 			p.round = (9*p.round + took) / 10
 		}
 	}
-	p.lastTrainTick, p.trained = p.tick, true
+	p.lastTrainTick, p.trained, p.gateOpen = p.tick, true, false
 }
 
 // sign fills a's signature; false when the node cannot sign (the
@@ -454,6 +470,10 @@ func (s *Syncer) onLeave(a Announcement) string {
 		s.proto.events = append(s.proto.events, Event{Kind: EventLeft, Member: a.Member, Clock: a.Clock, Waiting: s.Leaving(a.Member)})
 		s.proto.membershipChanged = true
 	}
+	// Two members leaving at once: the other is gone, not waited for.
+	if s.proto.leaving {
+		delete(s.proto.unacked, a.Member)
+	}
 	// Acknowledge every copy: the leaver resends until it hears back.
 	ack := Announcement{Kind: KindLeaveAck, Member: a.Member, Clock: a.Clock}
 	if s.sign(&ack) {
@@ -513,7 +533,8 @@ func (s *Syncer) Admit(joiner string) (Snapshot, Admission, error) {
 }
 
 // StartLeave makes this node leave after its current clock: it trains no
-// more, and its signed notice goes to every live member, again every
+// more, and its signed notice goes to every live or suspected member, again
+// every
 // HeartbeatTicks to those that have not acknowledged it (LeaveStatus).
 func (s *Syncer) StartLeave() {
 	p := &s.proto
@@ -526,9 +547,11 @@ func (s *Syncer) StartLeave() {
 		return
 	}
 	p.leaveNotice = EncodeAnnouncement(a)
+	// Suspected members are presumed alive: they get the notice too, or
+	// they would take this node for dead after their timeouts.
 	p.unacked = map[string]bool{}
-	for _, m := range s.liveList {
-		if m != s.cfg.ID && !s.Leaving(m) {
+	for _, m := range s.members {
+		if m != s.cfg.ID && !s.Leaving(m) && (s.live[m] || s.Suspected(m)) {
 			p.unacked[m] = true
 		}
 	}
@@ -580,3 +603,28 @@ func (s *Syncer) takeProtocolOutput(rd *Ready) {
 	p.direct = nil
 	rd.Events, p.events = p.events, nil
 }
+
+// SetTiming sets the protocol's timeouts in ticks (see SyncConfig), for a
+// driver that knows its tick's length; zero keeps a value.
+func (s *Syncer) SetTiming(heartbeat, suspect, dead int) {
+	if heartbeat > 0 {
+		s.sc.HeartbeatTicks = heartbeat
+	}
+	if suspect > 0 {
+		s.sc.SuspectTicks = suspect
+	}
+	if dead > 0 {
+		s.sc.DeadTicks = dead
+	}
+	s.sc.DeadTicks = max(s.sc.DeadTicks, s.sc.SuspectTicks)
+}
+
+// SetOverlay sets Config.Overlay and rebuilds the router with it.
+func (s *Syncer) SetOverlay(f func(live []string) Router) {
+	s.cfg.Overlay = f
+	s.proto.membershipChanged = true
+	s.rebuildIfChanged()
+}
+
+// SuspectAfter returns the current suspicion timeout in ticks.
+func (s *Syncer) SuspectAfter() uint64 { return s.suspectAfter() }

@@ -416,6 +416,33 @@ func TestLeaveResentUntilAcknowledged(t *testing.T) {
 	}
 }
 
+// A member whose leave notice arrives before its last updates is waited
+// for; if they never come, it is declared dead after the suspicion
+// timeout, like a member that vanished, and the wait ends.
+func TestLeaverWaitedForThenDeclaredDead(t *testing.T) {
+	ids := []string{"a/1", "b/1"}
+	n := newPnet(t, ids, 1000)
+	for range 2 {
+		n.round()
+	}
+	a, b := n.nodes["a/1"], n.nodes["b/1"]
+	n.nodes["b/1"] = nil
+	// b's notice says it left after an update a never gets.
+	a.Receive("b/1", n.sign(Announcement{Kind: KindLeave, Member: "b/1", Clock: b.Clock() + 1}, "b/1"))
+	if !a.Leaving("b/1") {
+		t.Fatal("a stopped waiting for b's last update at once")
+	}
+	for i := 1; i <= 10; i++ {
+		n.round()
+		if a.Leaving("b/1") != (i < 10) {
+			t.Fatalf("tick %d after the notice: leaving %v, want %v", i, a.Leaving("b/1"), i < 10)
+		}
+	}
+	if a.live["b/1"] || a.Suspected("b/1") {
+		t.Fatal("b is still waited for")
+	}
+}
+
 func FuzzDecodeAnnouncement(f *testing.F) {
 	f.Add(EncodeAnnouncement(Announcement{Kind: KindHello, Member: "a/1", Clock: 3, Seq: 2, Round: 1500, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Signer: "a/1", Sig: []byte{1, 2}, CertSigner: "b/1", CertSig: []byte{3}}))
 	f.Add(EncodeAnnouncement(Announcement{Kind: KindAdmit, Member: "j/9", Entry: 4, Signer: "b/1", Sig: []byte{1}}))

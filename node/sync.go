@@ -452,12 +452,12 @@ func (s *Syncer) Receive(from string, data []byte) {
 		// With two copies of one update in an envelope, the first that
 		// passed the core's checks was applied; which one that was is not
 		// observable here, so keep neither (the origin keeps its own).
-		s.heard(u.Origin)
 		if repeated(updates, s.fresh, k) {
 			continue
 		}
 		s.retain(u.Origin, u.Clock, slices.Clone(u.Frame), slices.Clone(u.Sig))
 	}
+	s.noteGate()
 }
 
 // repeated reports whether the update at fresh[k] occurs more than once in

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/codec"
@@ -64,9 +65,15 @@ type SimConfig struct {
 	// SyncInterval is the period of every node's anti-entropy request
 	// (default 100 ms).
 	SyncInterval time.Duration
-	// DetectionDelay is how long after a kill, restart, partition or heal
-	// the nodes' liveness views follow (default three largest one-way
-	// latencies plus three jitters).
+	// Tick is the length of the node cores' tick (node.Syncer.Tick), the
+	// unit of every membership timeout (default 10 ms). Each node ticks on
+	// its own, staggered over the first tick.
+	Tick time.Duration
+	// DetectionDelay is the silence after which a node suspects a member
+	// (node.SyncConfig.SuspectTicks, rounded up to whole ticks); the core
+	// declares it dead after four times as long. The default is four
+	// heartbeats (node.DefaultHeartbeatTicks ticks each) plus three largest
+	// one-way latencies and three jitters.
 	DetectionDelay time.Duration
 	// FlushDelay lets a node collect relays for this long before it sends
 	// them, batching updates per next hop; 0 sends after every message. A
@@ -108,7 +115,7 @@ type SimProgress struct {
 // by (virtual time, sequence number), so simultaneous events keep the order
 // in which they were scheduled. Events are: a message arriving, an iteration
 // finishing, a node's stall timer or anti-entropy timer firing, a delayed
-// flush, the liveness views catching up, and a periodic check. A node whose
+// flush, a node's tick, a leaver going down, and a periodic check. A node whose
 // gate is open starts an iteration; its Train runs when the iteration's
 // compute time has elapsed (so the view it reads includes what arrived
 // meanwhile), and its messages leave at once. Receiving costs no virtual
@@ -123,41 +130,38 @@ type SimProgress struct {
 // say. A node's total uplink is not shared between its links. Partitions
 // drop messages between groups at send and at arrival; a killed node drops
 // what arrives and does nothing until restarted, with the state it had.
-// Liveness is the driver's decision: DetectionDelay after any change, every
-// live node's view is set to the truth. A member that is alive and
-// reachable is live (PeerUp); one that is alive but on the other side of a
-// partition is suspected (node.Syncer.Suspect): the gate does not wait for
-// it, but it keeps its share of the step, since its updates of the rows the
-// partition lasts will join them after the heal; a killed member is dead
-// (PeerDown, node.Syncer.DeclareDead) and its share goes to the others (see
-// node/scale.go). The simulator knows which is which; a real failure
-// detector has to tell them apart from what it hears. Each node's overlay
-// is rebuilt over the members it counts live whenever that set changes, as
-// a mesh member rebuilds its own (nodes with the same view share one).
+// Membership is the cores' own protocol, exactly as a real mesh runs it
+// (node/liveness.go): every node ticks every Tick of virtual time; hellos,
+// admits and leave notices are broadcast on the link to every other node
+// up, and acknowledgements go back on their links, with the latency, loss
+// and partitions of any message. A node that hears nothing of a member for
+// DetectionDelay suspects it (the gate stops waiting, the member keeps its
+// share of the step) and declares it dead four times later; one heard
+// again is live again. Nothing tells a partition from a death but time,
+// as in a real mesh. Each core rebuilds its overlay over the members it
+// counts live (nodes with the same live set share one).
 //
 // join starts a new member from the snapshot of a live member, the donor,
 // drawn from the seeded source among the members started before the step:
-// its core starts at the donor's rows (node.Config.Start) and applies the
-// frames the snapshot carries above them; the snapshot reaches it at once.
-// The donor admits it at once (AddMember at the snapshot's clock); every
-// other live node does when the admission announcement reaches it: one
-// message, sent at the join, taking the one-way latency between the donor's
-// and the node's sites (it is neither lost nor queued). A node the
-// announcement misses (dead, or cut off from the donor, at the time) learns
-// of the member, with every other member its side knows, at the next
-// liveness update that finds it alive; each join schedules one. A joiner
-// starts on its donor's side of any partition and trains up to Iterations
-// like everyone else. A node that has waited at its gate for SyncTimeout
-// asks the laggards for their updates (node.Syncer.SyncRequest), again
-// every SyncTimeout while it waits, and every node runs anti-entropy every
-// SyncInterval (node.Syncer.AntiEntropy); without them a lost message would
-// stall the mesh.
+// the donor's core admits it (node.Syncer.Admit) and broadcasts the signed
+// admit; the new core starts at the donor's rows with its admission, which
+// its hellos carry, so a node the admit missed (dead or cut off at the
+// time) learns of it, at the same entry, from its first hello that
+// arrives. A joiner starts on its donor's side of any partition and trains
+// up to Iterations like everyone else. leave makes a node's core send its
+// signed notice to every member it counts live or suspected and resend it
+// every heartbeat; the node stays up, training no more, until every notice
+// is acknowledged or 3 s have passed. A node that has waited at its gate
+// for SyncTimeout asks the laggards for their updates
+// (node.Syncer.SyncRequest), again every SyncTimeout while it waits, and
+// every node runs anti-entropy every SyncInterval (node.Syncer.AntiEntropy);
+// without them a lost message would stall the mesh.
 //
 // The run ends when every live node has run all iterations and holds every
-// live member's updates, and no update held by a live node is missing at
-// another (anti-entropy continues for up to 50 sync intervals to get
-// there); or when no node has trained for 200 sync timeouts (reported as
-// stalled).
+// live member's updates, no update held by a live node is missing at
+// another, and no node suspects a member any more (anti-entropy and the
+// failure detector continue for up to 50 sync intervals to get there); or
+// when no node has trained for 200 sync timeouts (reported as stalled).
 //
 // # Determinism
 //
@@ -166,8 +170,9 @@ type SimProgress struct {
 // WallSeconds does). The same configuration and seed give the same events
 // in the same order, hence the same TraceHash: an FNV-64a hash over every
 // delivered and dropped message (time, ends, size), every iteration (time,
-// node, clock, training loss bits), every scenario step, liveness update
-// and join (time, joiner, donor, snapshot clock). A failing seed replays
+// node, clock, training loss bits), every scenario step, every verdict of a
+// failure detector (time, node, member, suspected/dead/back) and every join
+// (time, joiner, donor, snapshot clock). A failing seed replays
 // exactly.
 func Simulate(ctx context.Context, cfg SimConfig) (*SimReport, error) {
 	wallStart := time.Now()
@@ -188,8 +193,8 @@ func (c *SimConfig) validate() error {
 	switch {
 	case c.Nodes < 1 || c.Nodes > MaxSimNodes:
 		return fmt.Errorf("nodes must be between 1 and %d, got %d", MaxSimNodes, c.Nodes)
-	case c.ComputeTime < 0 || c.SyncTimeout < 0 || c.SyncInterval < 0 || c.DetectionDelay < 0 || c.FlushDelay < 0:
-		return errors.New("compute time, sync timeout, sync interval, detection delay and flush delay must be >= 0")
+	case c.ComputeTime < 0 || c.SyncTimeout < 0 || c.SyncInterval < 0 || c.DetectionDelay < 0 || c.FlushDelay < 0 || c.Tick < 0:
+		return errors.New("compute time, sync timeout, sync interval, detection delay, flush delay and tick must be >= 0")
 	}
 	if err := validateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
 		return err
@@ -215,8 +220,20 @@ func (c *SimConfig) validate() error {
 	if c.SyncInterval == 0 {
 		c.SyncInterval = 100 * time.Millisecond
 	}
+	if c.Tick == 0 {
+		c.Tick = 10 * time.Millisecond
+	}
+	if c.Sync.HeartbeatTicks == 0 {
+		c.Sync.HeartbeatTicks = node.DefaultHeartbeatTicks
+	}
 	if c.DetectionDelay == 0 {
-		c.DetectionDelay = max(3*worst, time.Microsecond)
+		c.DetectionDelay = 4*time.Duration(c.Sync.HeartbeatTicks)*c.Tick + 3*worst
+	}
+	if c.Sync.SuspectTicks == 0 {
+		c.Sync.SuspectTicks = int((c.DetectionDelay + c.Tick - 1) / c.Tick)
+	}
+	if c.Sync.DeadTicks == 0 {
+		c.Sync.DeadTicks = 4 * c.Sync.SuspectTicks
 	}
 	return nil
 }
@@ -228,10 +245,9 @@ const (
 	evStallSync
 	evAntiEntropy
 	evFlush
-	evDetect
+	evTick
 	evCheck
-	evAdmit // a join's admission announcement reaches node
-	evLeave // a leave notice reaches node; tag is the leaver's last clock
+	evGone // a leaver stops: its notice was acknowledged, or it gave up
 )
 
 type simEvent struct {
@@ -334,22 +350,13 @@ type simNode struct {
 	blocked    int64
 	done       bool
 	flushArmed bool
-	// believe mirrors the core's live set and suspect its suspected
-	// members; knows its membership (every member it has been told of).
-	// Only the driver changes them. All three are indexed by node number.
-	believe, suspect, knows []bool
-	// hint is a member that last held this node back; checked first.
-	hint int
-	// viewChanged is set when the live set changed without the overlay
-	// following yet.
-	viewChanged bool
-	// entry is a joiner's entry clock: its snapshot's rows' clock.
-	entry uint64
 	// left is set for a node that left with notice: it never comes back.
-	left bool
-	// heardLeave maps the leavers whose notice reached this node to the
-	// last clock they announced.
-	heardLeave map[int]uint64
+	// It stays up (leaving) until its notice is acknowledged or it gives
+	// up, training no more; last is its last clock.
+	left, leaving bool
+	last          uint64
+	// declaredDead holds the members this node's core declared dead.
+	declaredDead map[string]bool
 }
 
 type sim struct {
@@ -372,11 +379,10 @@ type sim struct {
 	bw       [][]float64
 	net      LinkProfile // with the scenario's loss, dup and reorder
 	jitter   float64
-	detect   int64
+	tick     int64
 	timeout  int64
 	interval int64
 	flushDly int64
-	detectAt int64 // pending liveness update, or -1
 
 	steps    []simStep
 	nextStep int
@@ -389,26 +395,26 @@ type sim struct {
 	cdc      codec.Codec
 	cache    *node.DecodeCache
 	shuffled *dataset.Dataset
-	// routers holds the overlays of the views nodes have, keyed by the
-	// view's bitmap over node numbers.
+	// routers holds the overlays of the live sets nodes have, keyed by
+	// the set.
 	routers map[string]Router
 	joined  int
 
 	msgs, bytes, syncMsgs, syncBytes, dups uint64
-	stallSyncs                             uint64
-	dropped                                map[string]uint64
-	staleMax, staleSum, reads              uint64
-	// finishedShort counts nodes that finished without the updates a
-	// leaver announced, while still counting it live.
-	finishedShort       uint64
-	nodeIters           uint64
-	lastTrain           int64
-	allDoneAt           int64
-	stalled             bool
-	stop                bool
-	events              uint64
-	evalEvery, nextEval uint64
-	assertions          []AssertionResult
+	// memberMsgs and memberBytes count the membership protocol's
+	// messages (hellos, admits, leaves, acks), apart from msgs and bytes.
+	memberMsgs, memberBytes   uint64
+	stallSyncs                uint64
+	dropped                   map[string]uint64
+	staleMax, staleSum, reads uint64
+	nodeIters                 uint64
+	lastTrain                 int64
+	allDoneAt                 int64
+	stalled                   bool
+	stop                      bool
+	events                    uint64
+	evalEvery, nextEval       uint64
+	assertions                []AssertionResult
 }
 
 // simStep is a scenario step resolved against the run's nodes.
@@ -435,11 +441,10 @@ func newSim(cfg SimConfig) (*sim, error) {
 		trace:     simTrace(14695981039346656037),
 		net:       cfg.WAN,
 		jitter:    float64(cfg.WAN.Jitter),
-		detect:    int64(cfg.DetectionDelay),
+		tick:      int64(cfg.Tick),
 		timeout:   int64(cfg.SyncTimeout),
 		interval:  int64(cfg.SyncInterval),
 		flushDly:  int64(cfg.FlushDelay),
-		detectAt:  -1,
 		test:      cfg.Test.Rows,
 		cdcName:   cdc.Name(),
 		dropped:   map[string]uint64{},
@@ -475,19 +480,13 @@ func newSim(cfg SimConfig) (*sim, error) {
 	// cache turns P² decodes an iteration into P. It holds the frames of
 	// the iterations that can be in flight at once.
 	s.cache = node.NewDecodeCache(p * (cfg.Staleness + 3))
-	initial := cfg.Nodes
-	for i := range initial {
-		n := &simNode{idx: i, id: s.ids[i], site: i % cfg.WAN.Sites, alive: true, slow: 1,
-			believe: make([]bool, p), suspect: make([]bool, p), knows: make([]bool, p)}
-		for j := range initial {
-			n.believe[j], n.knows[j] = true, true
-		}
-		s.nodes = append(s.nodes, n)
+	for i := range cfg.Nodes {
+		s.nodes = append(s.nodes, &simNode{idx: i, id: s.ids[i], site: i % cfg.WAN.Sites, alive: true, slow: 1})
 	}
-	router := s.routerFor(s.nodes[0])
+	router := s.overlay(s.ids[:cfg.Nodes])
 	s.hops = router.MeanHops()
 	for _, n := range s.nodes {
-		if n.core, err = s.newCore(n.idx, nil, router); err != nil {
+		if n.core, err = s.newCore(n.idx, nil, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -495,8 +494,8 @@ func newSim(cfg SimConfig) (*sim, error) {
 }
 
 // newCore builds node i's core: from scratch over the run's initial nodes,
-// or from a snapshot.
-func (s *sim) newCore(i int, start *node.Snapshot, router Router) (*node.Syncer, error) {
+// or from a snapshot with its admission.
+func (s *sim) newCore(i int, start *node.Snapshot, admission *node.Admission) (*node.Syncer, error) {
 	cfg := s.cfg
 	var shard *dataset.Dataset
 	if rows := len(s.shuffled.Rows); s.p <= rows {
@@ -520,9 +519,10 @@ func (s *sim) newCore(i int, start *node.Snapshot, router Router) (*node.Syncer,
 		BatchSize:     tc.batchRows(len(shard.Rows)),
 		Seed:          cfg.Seed,
 		Shard:         shard.Rows,
-		Router:        router,
+		Overlay:       func(live []string) node.Router { return s.overlay(live) },
 		DecodeCache:   s.cache,
 		Start:         start,
+		Admission:     admission,
 	}
 	if start == nil {
 		nc.Members = s.ids[:cfg.Nodes]
@@ -534,25 +534,18 @@ func (s *sim) newCore(i int, start *node.Snapshot, router Router) (*node.Syncer,
 	return core, nil
 }
 
-// routerFor returns the overlay over the members n counts live, itself
-// included; nodes with the same view share one.
-func (s *sim) routerFor(n *simNode) Router {
-	key := make([]byte, (s.p+7)/8)
-	var view []string
-	for j, live := range n.believe {
-		if live || j == n.idx {
-			key[j/8] |= 1 << (j % 8)
-			view = append(view, s.ids[j])
-		}
-	}
-	if r, ok := s.routers[string(key)]; ok {
+// overlay returns the overlay over a live set; nodes with the same set
+// share one.
+func (s *sim) overlay(live []string) Router {
+	key := strings.Join(live, ",")
+	if r, ok := s.routers[key]; ok {
 		return r
 	}
 	if len(s.routers) >= 64 {
 		clear(s.routers)
 	}
-	r := newRouter(s.cfg.Topology, view)
-	s.routers[string(key)] = r
+	r := newRouter(s.cfg.Topology, live)
+	s.routers[key] = r
 	return r
 }
 
@@ -631,8 +624,10 @@ func (s *sim) run(ctx context.Context) error {
 		return fmt.Errorf("simulation not started: %w", err)
 	}
 	for i, n := range s.nodes {
-		// Stagger anti-entropy over the interval so requests do not burst.
+		// Stagger anti-entropy and ticks so requests and hellos do not
+		// burst.
 		s.schedule(s.interval*int64(i+1)/int64(len(s.nodes)), evAntiEntropy, int32(i), 0, n.inc, nil)
+		s.schedule(s.tick*int64(i+1)/int64(len(s.nodes)), evTick, int32(i), 0, n.inc, nil)
 	}
 	s.schedule(s.interval, evCheck, 0, 0, 0, nil)
 	if err := s.fireSteps(); err != nil {
@@ -672,14 +667,20 @@ func (s *sim) run(ctx context.Context) error {
 				n.flushArmed = false
 				s.flush(n)
 			}
-		case evDetect:
-			s.updateLiveness()
+		case evTick:
+			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc {
+				n.core.Tick()
+				s.flush(n)
+				s.advance(n)
+				s.noteDone()
+				s.schedule(s.now+s.tick, evTick, ev.node, 0, ev.tag, nil)
+			}
 		case evCheck:
 			s.check()
-		case evAdmit:
-			s.admitted(ev)
-		case evLeave:
-			s.leaveNoticed(ev)
+		case evGone:
+			if n := s.nodes[ev.node]; n.alive && n.leaving && ev.tag == n.inc {
+				s.stopNode(n)
+			}
 		}
 		if err != nil {
 			return err
@@ -769,45 +770,26 @@ func (s *sim) trainDone(ev simEvent) error {
 	return nil
 }
 
-// minEntry is the smallest vector-clock entry over the members n counts live.
+// minEntry is the smallest vector-clock entry over the members n's core
+// counts live.
 func (s *sim) minEntry(n *simNode) uint64 {
 	vc := n.core.VectorClock()
 	m := uint64(math.MaxUint64)
-	for j, ok := range n.believe {
-		if ok && !s.retired(n, j) {
-			m = min(m, vc.Get(s.nodes[j].id))
-		}
+	for _, id := range n.core.Live() {
+		m = min(m, vc.Get(id))
 	}
 	return m
-}
-
-// waiting reports whether some member n counts live has an entry below need.
-// It tries the member that held n back last time first, then walks on from
-// it, so over one clock the walk covers each member about once. A leaver
-// whose updates up to its last clock are in no longer counts (the core has
-// retired it).
-func (s *sim) waiting(n *simNode, need uint64) bool {
-	vc := n.core.VectorClock()
-	for k := 0; k < s.p; k++ {
-		j := (n.hint + k) % s.p
-		if n.believe[j] && vc.Get(s.nodes[j].id) < need && !s.retired(n, j) {
-			n.hint = j
-			return true
-		}
-	}
-	return false
 }
 
 // advance starts n's next iteration when its gate is open, and otherwise
 // marks it stalled (arming its stall timer) or done.
 func (s *sim) advance(n *simNode) {
-	if !n.alive || n.computing {
+	if !n.alive || n.computing || n.leaving {
 		return
 	}
 	c := n.core.Clock()
 	if c < s.iters {
-		need := int64(c) - int64(s.cfg.Staleness)
-		if (need <= 0 || !s.waiting(n, uint64(need))) && n.core.CanTrain() {
+		if n.core.CanTrain() {
 			s.endStall(n)
 			n.computing = true
 			d := float64(s.cfg.ComputeTime) * n.slow * (0.9 + 0.2*s.rng.Float64())
@@ -820,16 +802,9 @@ func (s *sim) advance(n *simNode) {
 	if n.done {
 		return
 	}
-	if !s.waiting(n, s.iters) && n.core.Done() {
+	if n.core.Done() {
 		s.endStall(n)
 		n.done = true
-		for j, last := range n.heardLeave {
-			// Unless the driver declared the leaver dead, its updates up to
-			// its last clock are part of the run's result.
-			if n.believe[j] && n.core.VectorClock().Get(s.nodes[j].id) < last {
-				s.finishedShort++
-			}
-		}
 		s.noteDone()
 		return
 	}
@@ -870,16 +845,47 @@ func (s *sim) noteDone() {
 
 func (s *sim) allDone() bool {
 	for _, n := range s.nodes {
-		if n.alive && !n.done {
+		if n.member() && !n.done {
 			return false
 		}
 	}
 	return true
 }
 
-// flush sends what n's core has queued.
+// flush sends what n's core has queued: messages on their links, and each
+// broadcast on the link to every other node up (the membership topic
+// reaches every subscriber); it records the core's verdicts.
 func (s *sim) flush(n *simNode) {
-	s.sendAll(n, n.core.Ready().Messages, false)
+	rd := n.core.Ready()
+	s.sendAll(n, rd.Messages, false)
+	for _, b := range rd.Broadcast {
+		for _, m := range s.nodes {
+			if m != n && m.alive {
+				s.send(int32(n.idx), int32(m.idx), b, false)
+			}
+		}
+	}
+	for _, e := range rd.Events {
+		switch e.Kind {
+		case node.EventDead:
+			if n.declaredDead == nil {
+				n.declaredDead = map[string]bool{}
+			}
+			n.declaredDead[e.Member] = true
+			s.trace.words(trDetect, uint64(s.now), uint64(n.idx), uint64(s.index[e.Member]), 2)
+		case node.EventSuspected:
+			s.trace.words(trDetect, uint64(s.now), uint64(n.idx), uint64(s.index[e.Member]), 1)
+		case node.EventBack:
+			delete(n.declaredDead, e.Member)
+			s.trace.words(trDetect, uint64(s.now), uint64(n.idx), uint64(s.index[e.Member]), 0)
+		}
+		n.done = false
+	}
+	if n.leaving {
+		if _, waiting := n.core.LeaveStatus(); len(waiting) == 0 {
+			s.stopNode(n)
+		}
+	}
 }
 
 func (s *sim) sendAll(n *simNode, msgs []node.Message, sync bool) {
@@ -895,8 +901,14 @@ func (s *sim) sendAll(n *simNode, msgs []node.Message, sync bool) {
 // send puts one message on the link from → to.
 func (s *sim) send(from, to int32, data []byte, sync bool) {
 	size := len(data)
-	s.msgs++
-	s.bytes += uint64(size)
+	switch {
+	case node.IsAnnouncement(data):
+		s.memberMsgs++
+		s.memberBytes += uint64(size)
+	default:
+		s.msgs++
+		s.bytes += uint64(size)
+	}
 	if sync {
 		s.syncMsgs++
 		s.syncBytes += uint64(size)
@@ -937,155 +949,38 @@ func (s *sim) jitterDelay() int64 {
 	return int64(s.rng.ExpFloat64() * s.jitter)
 }
 
-// scheduleDetect makes the liveness views follow the truth DetectionDelay
-// from now. One pending update serves every change made before it runs.
-func (s *sim) scheduleDetect() {
-	if s.detectAt >= s.now {
-		return
-	}
-	s.detectAt = s.now + s.detect
-	s.schedule(s.detectAt, evDetect, 0, 0, 0, nil)
-}
-
-// updateLiveness sets every live node's view of its peers to the truth: a
-// peer is live when it is alive and on the same side of any partition,
-// suspected when it is alive on another side, dead otherwise. Once members
-// have joined, each node first learns of every member a live node on its
-// side knows of.
-func (s *sim) updateLiveness() {
-	s.trace.words(trDetect, uint64(s.now))
-	if s.joined > 0 {
-		s.spreadMembership()
-	}
-	for _, n := range s.nodes {
-		if n.alive {
-			s.resetBeliefs(n)
-		}
-	}
-	for _, n := range s.nodes {
-		s.advance(n)
-	}
-	s.noteDone()
-}
-
-// learnAll tells n of every member that a live node on its side knows of.
-func (s *sim) learnAll(n *simNode) {
-	for _, m := range s.nodes {
-		if m == n || !m.alive || m.group != n.group {
-			continue
-		}
-		for j, ok := range m.knows {
-			if ok && !n.knows[j] {
-				s.learn(n, s.nodes[j])
-			}
-		}
-	}
-}
-
-// spreadMembership tells every live node of the members that live nodes on
-// its side of any partition know of.
-func (s *sim) spreadMembership() {
-	known := map[int][]bool{} // group → union of the members known there
-	for _, n := range s.nodes {
-		if !n.alive {
-			continue
-		}
-		k := known[n.group]
-		if k == nil {
-			k = make([]bool, s.p)
-			known[n.group] = k
-		}
-		for j, ok := range n.knows {
-			k[j] = k[j] || ok
-		}
-	}
-	for _, n := range s.nodes {
-		if !n.alive {
-			continue
-		}
-		for j, ok := range known[n.group] {
-			if ok && !n.knows[j] {
-				s.learn(n, s.nodes[j])
-			}
-		}
-	}
-}
-
-// learn admits member m at n, as the announcement of m's join does: n's core
-// adds m as live at its entry clock. The caller then sets n's view of m to
-// the truth (resetBeliefs).
-func (s *sim) learn(n, m *simNode) {
-	n.core.AddMember(m.id, m.entry)
-	n.knows[m.idx], n.believe[m.idx], n.suspect[m.idx] = true, true, false
-	n.done, n.viewChanged = false, true
-}
-
-func (s *sim) resetBeliefs(n *simNode) {
-	changed := false
-	for j, peer := range s.nodes {
-		if j == n.idx || !n.knows[j] {
-			continue
-		}
-		live := peer.alive && peer.group == n.group
-		suspect := peer.alive && !live
-		if live == n.believe[j] && suspect == n.suspect[j] {
-			continue
-		}
-		changed = true
-		switch {
-		case live:
-			n.core.PeerUp(peer.id)
-			n.done = false
-		case suspect:
-			n.core.Suspect(peer.id)
-		default:
-			n.core.DeclareDead(peer.id)
-		}
-		n.believe[j], n.suspect[j] = live, suspect
-	}
-	if changed || n.viewChanged {
-		n.core.SetRouter(s.routerFor(n))
-		n.viewChanged = false
-	}
-}
-
 // join starts member i from the snapshot of a live member started before
-// the step (first is the first node the step starts), and sends the
-// admission announcements.
+// the step (first is the first node the step starts): the donor's core
+// admits it (node.Syncer.Admit), broadcasts the signed admit, and the
+// joiner starts from the snapshot with its admission, which its hellos
+// carry to any member the admit missed.
 func (s *sim) join(i, first int) error {
 	var donors []*simNode
 	for _, n := range s.nodes[:first] {
-		if n.alive {
+		if n.alive && !n.leaving {
 			donors = append(donors, n)
 		}
 	}
+	if len(donors) == 0 {
+		return fmt.Errorf("join of node %d: no live member to join through", i)
+	}
 	donor := donors[s.rng.IntN(len(donors))]
-	snap := donor.core.Snapshot()
-	// The new core knows the donor's members and counts live those the
-	// donor does; the snapshot lists the donor's suspected members as down,
-	// so they are dead to it until resetBeliefs below sets its view.
-	n := &simNode{idx: i, id: s.ids[i], site: i % s.cfg.WAN.Sites, alive: true, slow: 1, group: donor.group, entry: snap.Clock,
-		believe: slices.Clone(donor.believe), suspect: make([]bool, s.p), knows: slices.Clone(donor.knows)}
-	n.believe[i], n.knows[i] = true, true
+	snap, adm, err := donor.core.Admit(s.ids[i])
+	if err != nil {
+		return fmt.Errorf("join of node %d through node %d: %w", i, donor.idx, err)
+	}
+	n := &simNode{idx: i, id: s.ids[i], site: i % s.cfg.WAN.Sites, alive: true, slow: 1, group: donor.group}
 	s.nodes = append(s.nodes, n)
 	s.joined++
-	var err error
-	if n.core, err = s.newCore(i, &snap, s.routerFor(n)); err != nil {
+	if n.core, err = s.newCore(i, &snap, &adm); err != nil {
 		return err
 	}
 	s.trace.words(trJoin, uint64(s.now), uint64(i), uint64(donor.idx), snap.Clock)
-	s.resetBeliefs(n)
 	if len(snap.Pending) > 0 {
 		n.core.Receive(donor.id, node.EncodeEnvelope(snap.Pending))
 	}
-	s.learn(donor, n)
-	s.resetBeliefs(donor)
-	for _, m := range s.nodes[:i] {
-		if m.alive && m != donor {
-			s.schedule(s.now+s.lat[donor.site][m.site], evAdmit, int32(m.idx), int32(i), uint32(donor.idx), nil)
-		}
-	}
 	s.schedule(s.now+s.interval, evAntiEntropy, int32(i), 0, n.inc, nil)
+	s.schedule(s.now+s.tick, evTick, int32(i), 0, n.inc, nil)
 	s.flush(n)
 	s.flush(donor)
 	s.advance(n)
@@ -1094,59 +989,28 @@ func (s *sim) join(i, first int) error {
 	return nil
 }
 
-// admitted handles the announcement of joiner ev.from's admission, sent by
-// donor ev.tag, reaching node ev.node: it learns of the joiner, unless it is
-// dead or cut off from the donor now (it learns at a later liveness update
-// then).
-func (s *sim) admitted(ev simEvent) {
-	n, m, donor := s.nodes[ev.node], s.nodes[ev.from], s.nodes[ev.tag]
-	if !n.alive || n.knows[m.idx] || n.group != donor.group {
-		return
-	}
-	s.learn(n, m)
-	s.resetBeliefs(n)
+// leave makes n leave with notice: its core sends the signed notice to
+// every member it counts live and resends it each heartbeat until
+// acknowledged. n stays up for that, training no more, until every notice
+// is acknowledged or leaveTimeout has passed.
+func (s *sim) leave(n *simNode) {
+	s.endStall(n)
+	n.left, n.leaving, n.computing, n.done = true, true, false, false
+	n.last = n.core.Clock()
+	n.core.StartLeave()
+	s.schedule(s.now+leaveTimeout, evGone, int32(n.idx), 0, n.inc, nil)
 	s.flush(n)
-	s.advance(n)
-	s.noteDone()
 }
 
-// announceLeave sends leaver n's notice, with its last clock, to every live
-// node. It travels as the admissions do (one-way latency, never lost), so it
-// can overtake the leaver's last updates, which queue on the links and may
-// be lost and resent.
-func (s *sim) announceLeave(n *simNode) {
-	last := n.core.Clock()
-	for _, m := range s.nodes {
-		if m != n && m.alive {
-			s.schedule(s.now+s.lat[n.site][m.site], evLeave, int32(m.idx), int32(n.idx), uint32(last), nil)
-		}
-	}
-}
+// leaveTimeout bounds how long a leaver waits for acknowledgements, as
+// mesh.DaemonConfig.LeaveTimeout does.
+const leaveTimeout = int64(3 * time.Second)
 
-// retired reports whether n heard member j leave and its core no longer
-// waits for it.
-func (s *sim) retired(n *simNode, j int) bool {
-	_, heard := n.heardLeave[j]
-	return heard && !n.core.Leaving(s.nodes[j].id)
-}
-
-// leaveNoticed handles leaver ev.from's notice reaching node ev.node: the
-// core keeps waiting for the leaver's updates up to its last clock (ev.tag)
-// and then drops it. A node that is dead, or cut off from the leaver, does
-// not hear it; liveness detection declares the leaver dead there.
-func (s *sim) leaveNoticed(ev simEvent) {
-	n, m := s.nodes[ev.node], s.nodes[ev.from]
-	if !n.alive || !n.knows[m.idx] || n.group != m.group {
-		return
-	}
-	n.core.Leave(m.id, uint64(ev.tag))
-	if n.heardLeave == nil {
-		n.heardLeave = map[int]uint64{}
-	}
-	n.heardLeave[m.idx] = uint64(ev.tag)
-	s.flush(n)
-	s.advance(n)
-	s.noteDone()
+// stopNode takes n down: it drops what arrives and does nothing more.
+func (s *sim) stopNode(n *simNode) {
+	s.endStall(n)
+	n.alive, n.leaving, n.computing, n.done, n.flushArmed = false, false, false, false, false
+	n.inc++
 }
 
 // check runs every sync interval: it ends the run once every live node is
@@ -1155,7 +1019,7 @@ func (s *sim) leaveNoticed(ev simEvent) {
 func (s *sim) check() {
 	switch {
 	case s.allDoneAt >= 0:
-		if s.undelivered() == 0 || s.now-s.allDoneAt >= 50*s.interval {
+		if s.undelivered() == 0 && s.settled() || s.now-s.allDoneAt >= 50*s.interval {
 			s.stop = true
 			return
 		}
@@ -1167,22 +1031,61 @@ func (s *sim) check() {
 	s.schedule(s.now+s.interval, evCheck, 0, 0, 0, nil)
 }
 
+// finishedShort counts, over the nodes up at the end, the leavers whose
+// updates up to their last clock a node lacks without its core having
+// declared the leaver dead: those updates are part of the run's result.
+func (s *sim) finishedShort() uint64 {
+	var short uint64
+	for _, n := range s.nodes {
+		if !n.member() {
+			continue
+		}
+		for _, m := range s.nodes {
+			if m.left && !n.declaredDead[m.id] && n.core.VectorClock().Get(m.id) < m.last {
+				short++
+			}
+		}
+	}
+	return short
+}
+
+// settled reports whether the membership has settled: no node suspects a
+// member any more (each is live, dead or gone).
+func (s *sim) settled() bool {
+	for _, n := range s.nodes {
+		if !n.member() {
+			continue
+		}
+		for _, m := range s.nodes {
+			if m != n && n.core.Suspected(m.id) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // minLiveClock is the slowest live node's clock, the clock scenario triggers
 // follow.
 func (s *sim) minLiveClock() uint64 {
 	m := uint64(math.MaxUint64)
 	for _, n := range s.nodes {
-		if n.alive {
+		if n.member() {
 			m = min(m, n.core.Clock())
 		}
 	}
 	return m
 }
 
+// member reports whether n is up and has not left: a leaver waiting for
+// acknowledgements is up but no longer part of the run's result.
+func (n *simNode) member() bool { return n.alive && !n.left }
+
+// live counts the nodes up and not leaving.
 func (s *sim) live() int {
 	k := 0
 	for _, n := range s.nodes {
-		if n.alive {
+		if n.member() {
 			k++
 		}
 	}
@@ -1210,22 +1113,19 @@ func (s *sim) fire(st simStep) error {
 	case "kill", "leave":
 		for _, i := range st.nodes {
 			n := s.nodes[i]
-			if !n.alive {
+			if !n.alive || n.leaving {
 				continue
 			}
-			s.endStall(n)
-			n.alive, n.computing, n.done, n.flushArmed = false, false, false, false
-			n.inc++
 			if st.op == "leave" {
-				n.left = true
-				s.announceLeave(n)
+				s.leave(n)
+			} else {
+				s.stopNode(n)
 			}
 		}
 		if s.live() == 0 {
 			return fmt.Errorf("%s:%d: %q leaves no live node", st.name, st.Line, st.Text)
 		}
 		s.noteDone()
-		s.scheduleDetect()
 	case "restart":
 		for _, i := range st.nodes {
 			n := s.nodes[i]
@@ -1237,14 +1137,9 @@ func (s *sim) fire(st simStep) error {
 			}
 			n.alive = true
 			n.inc++
-			// A node that rejoins learns the membership as it is now.
-			if s.joined > 0 {
-				s.learnAll(n)
-			}
-			s.resetBeliefs(n)
 			s.schedule(s.now+s.interval, evAntiEntropy, int32(i), 0, n.inc, nil)
+			s.schedule(s.now+s.tick, evTick, int32(i), 0, n.inc, nil)
 		}
-		s.scheduleDetect()
 		for _, i := range st.nodes {
 			s.advance(s.nodes[i])
 		}
@@ -1256,17 +1151,14 @@ func (s *sim) fire(st simStep) error {
 				return err
 			}
 		}
-		s.scheduleDetect()
 	case "partition":
 		for i, g := range st.groups {
 			s.nodes[i].group = g
 		}
-		s.scheduleDetect()
 	case "heal":
 		for _, n := range s.nodes {
 			n.group = 0
 		}
-		s.scheduleDetect()
 	case "slow":
 		for _, i := range st.nodes {
 			s.nodes[i].slow = st.value
@@ -1346,7 +1238,7 @@ func (s *sim) progress(step string) {
 		TestAccuracy:     math.NaN(),
 	}
 	for _, n := range s.nodes {
-		if n.alive {
+		if n.member() {
 			met := n.core.Evaluate(s.test)
 			p.TestLoss, p.TestAccuracy = met.Loss, met.Accuracy
 			break
@@ -1359,7 +1251,7 @@ func (s *sim) progress(step string) {
 func (s *sim) meanMetrics() (loss, acc float64) {
 	k := 0
 	for _, n := range s.nodes {
-		if n.alive {
+		if n.member() {
 			met := n.core.Evaluate(s.test)
 			loss += met.Loss
 			acc += met.Accuracy
@@ -1375,7 +1267,7 @@ func (s *sim) meanMetrics() (loss, acc float64) {
 func (s *sim) undelivered() uint64 {
 	var live []*simNode
 	for _, n := range s.nodes {
-		if n.alive {
+		if n.member() {
 			live = append(live, n)
 		}
 	}

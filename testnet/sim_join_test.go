@@ -44,7 +44,7 @@ func checkConverged(t *testing.T, label string, s *sim) {
 		if base+applied != held {
 			t.Errorf("%s: %s's ledger: %d from its snapshot + %d applied, for %d held", label, n.id, base, applied, held)
 		}
-		if n.alive {
+		if n.member() {
 			live = append(live, n)
 		}
 	}
@@ -126,8 +126,8 @@ at end: assert undelivered == 0`
 		// A joiner starts from its donor's rows and brings a shard nobody
 		// else trains on.
 		for _, n := range s.nodes[8:] {
-			if start := n.core.Config().Start; start == nil || start.Clock != n.entry || n.entry >= s.iters {
-				t.Errorf("%s: %s entered at clock %d", label, n.id, n.entry)
+			if start := n.core.Config().Start; start == nil || start.Clock >= s.iters {
+				t.Errorf("%s: %s did not start from a snapshot below the last clock", label, n.id)
 			}
 			if got, want := len(n.core.Config().Shard), len(s.shuffled.Shard(n.idx, 12).Rows); got != want {
 				t.Errorf("%s: %s trains on %d rows, want shard %d of 12 (%d rows)", label, n.id, got, n.idx, want)
@@ -139,18 +139,17 @@ at end: assert undelivered == 0`
 	}
 }
 
-// The admission announcement reaches each live node the one-way latency
-// between the donor's site and its own after the join, but not across a
-// partition: a node cut off from the donor learns of the joiner at the
-// liveness update after the heal.
+// The donor admits a joiner and broadcasts the signed admit; a node on the
+// other side of a partition misses it and learns the joiner, at the same
+// entry, from the admission its hellos carry once the partition heals.
 func TestSimJoinAnnouncement(t *testing.T) {
-	cfg := simConfig(t, 6, 10, 4)
+	cfg := simConfig(t, 6, 30, 4)
 	wan, err := ParseLinkProfile("geo3")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.WAN = wan
-	cfg.Faults, err = ParseScenario(strings.NewReader("at 2: partition 0-2 | 3-5\nat 2: join\nat 3: heal"), "a.txt")
+	cfg.Faults, err = ParseScenario(strings.NewReader("at 2: partition 0-2 | 3-5\nat 2: join\nat 8: heal"), "a.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,87 +165,79 @@ func TestSimJoinAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	s.nextStep = 2
 	joiner := s.nodes[6]
+	entry := joiner.core.Config().Start.Clock
 	var donor *simNode
 	for _, n := range s.nodes[:6] {
-		if n.knows[joiner.idx] {
+		if slices.Contains(n.core.Members(), joiner.id) {
 			if donor != nil {
 				t.Fatalf("%s and %s know the joiner at once", donor.id, n.id)
 			}
 			donor = n
 		}
 	}
-	if donor == nil || joiner.group != donor.group || !slices.Contains(donor.core.Members(), joiner.id) {
+	if donor == nil || joiner.group != donor.group {
 		t.Fatalf("donor %v, joiner's group %d", donor, joiner.group)
 	}
-	if joiner.entry != 0 || joiner.core.Clock() != 0 {
-		t.Fatalf("joiner entered at %d, clock %d", joiner.entry, joiner.core.Clock())
-	}
-	// One announcement per live node but the donor, at the site latency.
-	var announcements []simEvent
-	for _, ev := range s.q {
-		if ev.kind == evAdmit {
-			announcements = append(announcements, ev)
-		}
-	}
-	slices.SortFunc(announcements, func(a, b simEvent) int { return int(a.at - b.at) })
-	if len(announcements) != 5 {
-		t.Fatalf("%d announcements, want 5", len(announcements))
-	}
-	for _, ev := range announcements {
-		n := s.nodes[ev.node]
-		if n == donor || int(ev.tag) != donor.idx || int(ev.from) != joiner.idx {
-			t.Fatalf("announcement %+v", ev)
-		}
-		if want := int64(wan.Latency[donor.site][n.site]); ev.at != want {
-			t.Errorf("announcement to %s (site %d) from site %d arrives at %v, want %v", n.id, n.site, donor.site, time.Duration(ev.at), time.Duration(want))
-		}
-		s.now = ev.at
-		s.admitted(ev)
-		if got := n.knows[joiner.idx]; got != (n.group == donor.group) {
-			t.Errorf("%s in group %d knows the joiner: %v (donor in group %d)", n.id, n.group, got, donor.group)
-		}
-		if got := slices.Contains(n.core.Live(), joiner.id); got != n.knows[joiner.idx] {
-			t.Errorf("%s counts the joiner live: %v", n.id, got)
-		}
-	}
-	if err := s.fire(s.steps[2]); err != nil {
+	if err := s.run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s.updateLiveness()
 	for _, n := range s.nodes {
-		if !n.knows[joiner.idx] && n != joiner || n.core.Shares() != 7 || len(n.core.Live()) != 7 {
-			t.Errorf("after the heal %s knows the joiner: %v; %d live, %d shares", n.id, n.knows[joiner.idx], len(n.core.Live()), n.core.Shares())
-		}
-	}
-}
-
-// While a partition lasts, each node counts the other side's members
-// suspected: out of its live set, in its step's share.
-func TestSimPartitionSuspects(t *testing.T) {
-	cfg := simConfig(t, 8, 12, 1)
-	sc, err := ParseScenario(strings.NewReader("at 3: kill 7\nat 5: partition 0-3 | 4-7"), "p.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Faults = sc
-	s, _ := runSim(t, cfg)
-	for _, n := range s.nodes[:7] {
-		c := n.core
-		other := 4
-		if n.idx < 4 {
-			other = 3
-		}
-		if len(c.Live()) != 7-other || c.Shares() != 7 {
-			t.Errorf("%s: %d live, %d shares; want %d and 7", n.id, len(c.Live()), c.Shares(), 7-other)
-		}
-		for _, m := range s.nodes[:7] {
-			if got, want := c.Suspected(m.id), m.group != n.group; got != want {
-				t.Errorf("%s suspects %s: %v", n.id, m.id, got)
+		var got *node.MemberEntry
+		snap := n.core.Snapshot()
+		for i := range snap.Members {
+			if snap.Members[i].ID == joiner.id {
+				got = &snap.Members[i]
 			}
 		}
-		if c.Suspected(s.nodes[7].id) || slices.Contains(c.Live(), s.nodes[7].id) {
-			t.Errorf("%s counts the dead node 7 live or suspected", n.id)
+		if n != joiner && (got == nil || got.Entry != entry) {
+			t.Errorf("%s (group %d) has the joiner as %+v, want entry %d", n.id, n.group, got, entry)
+		}
+		if n.core.Shares() != 7 || len(n.core.Live()) != 7 {
+			t.Errorf("after the heal %s has %d live, %d shares; want 7", n.id, len(n.core.Live()), n.core.Shares())
+		}
+	}
+	checkConverged(t, "join across a partition", s)
+}
+
+// While a partition lasts less than the death timeout, each node counts
+// the other side's members suspected: out of its live set, in its step's
+// share. Past the death timeout, a side cannot tell the other from dead
+// members: it declares them dead, as it does a member that was killed.
+func TestSimPartitionSuspects(t *testing.T) {
+	for _, long := range []bool{false, true} {
+		cfg := simConfig(t, 8, 12, 1)
+		sc, err := ParseScenario(strings.NewReader("at 3: kill 7\nat 5: partition 0-3 | 4-7"), "p.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Faults = sc
+		if !long {
+			cfg.Sync.DeadTicks = 1 << 30
+		}
+		s, _ := runSim(t, cfg)
+		for _, n := range s.nodes[:7] {
+			c := n.core
+			other := 4
+			if n.idx < 4 {
+				other = 3
+			}
+			shares := 8 // node 7 is only suspected: nothing tells it from a partition
+			if long {
+				shares = 7 - other
+			}
+			if len(c.Live()) != 7-other || c.Shares() != shares {
+				t.Errorf("long=%v: %s: %d live, %d shares; want %d and %d", long, n.id, len(c.Live()), c.Shares(), 7-other, shares)
+			}
+			for _, m := range s.nodes[:7] {
+				if got, want := c.Suspected(m.id), m.group != n.group && !long; got != want {
+					t.Errorf("long=%v: %s suspects %s: %v", long, n.id, m.id, got)
+				}
+			}
+			if long && (c.Suspected(s.nodes[7].id) || slices.Contains(c.Live(), s.nodes[7].id)) {
+				t.Errorf("%s counts the dead node 7 live or suspected", n.id)
+			}
 		}
 	}
 }
@@ -356,7 +347,7 @@ at end: assert undelivered == 0`
 			l := s.nodes[leaver]
 			last := l.core.Clock()
 			for _, n := range s.nodes {
-				if !n.alive {
+				if !n.member() {
 					continue
 				}
 				if got := n.core.VectorClock().Get(l.id); got != last {

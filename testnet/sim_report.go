@@ -90,10 +90,10 @@ type SimInvariants struct {
 	// UndeliveredAfterHeal counts updates that some live node holds and
 	// another lacks at the end: must be 0.
 	UndeliveredAfterHeal uint64 `json:"undelivered_after_heal"`
-	// FinishedBeforeLeaverUpdates counts nodes that finished their run
-	// without the updates a member announced when it left, while they still
-	// counted it live (they heard its notice, and no failure detection had
-	// declared it dead): must be 0.
+	// FinishedBeforeLeaverUpdates counts, over the nodes up at the end,
+	// the members that left whose updates up to their announced last clock
+	// a node lacks although its failure detector never declared them dead:
+	// must be 0.
 	FinishedBeforeLeaverUpdates uint64 `json:"finished_before_leaver_updates"`
 	// Stalled says the run stopped because nobody could make progress.
 	Stalled bool `json:"stalled"`
@@ -173,7 +173,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 		ss := n.core.SyncStats()
 		r.UpdatesResent += ss.UpdatesResent
 		retained += ss.Retained
-		if !n.alive {
+		if !n.member() {
 			continue
 		}
 		r.LiveNodes++
@@ -195,7 +195,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 		MaxReadStaleness:            s.staleMax,
 		UndeliveredAfterHeal:        s.undelivered(),
 		Stalled:                     s.stalled,
-		FinishedBeforeLeaverUpdates: s.finishedShort,
+		FinishedBeforeLeaverUpdates: s.finishedShort(),
 	}
 	inv := &r.Invariants
 	inv.OK = inv.AppliedTwice == 0 && inv.MaxReadStaleness <= uint64(cfg.Staleness) && inv.UndeliveredAfterHeal == 0 && !inv.Stalled &&
