@@ -232,9 +232,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	var reply *mesh.JoinReply
 	if len(joinAddrs) > 0 {
+		signer, err := mesh.NewKeyAuthenticator(f.mesh, self, key)
+		if err != nil {
+			return err
+		}
 		reply, err = joinAny(ctx, host, joinAddrs, mesh.JoinRequest{
 			Mesh: f.mesh, Member: self, Settings: settings, Explicit: explicit, Addrs: addrStrings(host),
-		}, logger)
+		}, signer.SignMessage, logger)
 		if err != nil {
 			return err
 		}
@@ -469,7 +473,7 @@ func (f *runFlags) founderSettings(train *dataset.Dataset, saved *checkpoint.Sta
 }
 
 // joinAny asks each --join address in turn until one admits the node.
-func joinAny(ctx context.Context, h *mesh.Host, addrs []ma.Multiaddr, q mesh.JoinRequest, logger *slog.Logger) (*mesh.JoinReply, error) {
+func joinAny(ctx context.Context, h *mesh.Host, addrs []ma.Multiaddr, q mesh.JoinRequest, sign func([]byte) ([]byte, error), logger *slog.Logger) (*mesh.JoinReply, error) {
 	var errs []error
 	_, inc, err := mesh.MemberPeer(q.Member)
 	if err != nil {
@@ -484,7 +488,7 @@ func joinAny(ctx context.Context, h *mesh.Host, addrs []ma.Multiaddr, q mesh.Joi
 			q.Member = mesh.MemberID(h.Libp2p().ID(), inc)
 		}
 		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		reply, err := mesh.Join(jctx, h, a, q)
+		reply, err := mesh.Join(jctx, h, a, q, sign)
 		cancel()
 		if err == nil {
 			if reply.Admission.Member != q.Member {

@@ -414,6 +414,9 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 		}
 		now := time.Now()
 		if now.Sub(lastMetrics) >= a.cfg.Heartbeat {
+			// Addresses change as relays grant reservations; hellos carry
+			// the current ones.
+			a.n.SetAddrs(a.addrStrings())
 			a.checkAlone(now)
 			a.metrics()
 			lastMetrics = now
@@ -524,6 +527,8 @@ func (a *Daemon) onEvent(e node.Event) {
 		a.log.Info("member replaced by a new incarnation", "old", who, "new", shortMember(e.By))
 	case node.EventLeaveAcked:
 		a.log.Debug("leave acknowledged", "member", who)
+	case node.EventAddrs:
+		a.learnAddrs(e.Member, a.n.Addrs(e.Member))
 	}
 }
 
@@ -698,7 +703,7 @@ func (a *Daemon) admit(q JoinRequest) []byte {
 		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
 		return encodeJoinReply(nil, err.Error())
 	}
-	snap, adm, err := a.n.Admit(q.Member)
+	snap, adm, err := a.n.Admit(q.Member, q.Sig)
 	if err != nil {
 		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
 		return encodeJoinReply(nil, err.Error())

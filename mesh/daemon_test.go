@@ -75,7 +75,7 @@ func TestDaemonsJoinTrainAndAgree(t *testing.T) {
 	bad := set
 	bad.Staleness = 4
 	rogue := newTestHost(t)
-	_, err = Join(ctx, rogue, seed, JoinRequest{Mesh: "test", Member: MemberID(rogue.h.ID(), 1), Settings: bad, Explicit: []string{node.SettingStaleness}})
+	_, err = Join(ctx, rogue, seed, JoinRequest{Mesh: "test", Member: MemberID(rogue.h.ID(), 1), Settings: bad, Explicit: []string{node.SettingStaleness}}, nil)
 	if !errors.Is(err, ErrRefused) {
 		t.Fatalf("conflicting joiner: err = %v, want a refusal", err)
 	}
@@ -87,7 +87,7 @@ func TestDaemonsJoinTrainAndAgree(t *testing.T) {
 	for i, h := range hosts[1:] {
 		go func() {
 			var err error
-			replies[i+1], err = Join(ctx, h, seed, JoinRequest{Mesh: "test", Member: MemberID(h.h.ID(), 1), Settings: set})
+			replies[i+1], err = Join(ctx, h, seed, JoinRequest{Mesh: "test", Member: MemberID(h.h.ID(), 1), Settings: set}, nil)
 			joinErrs <- err
 		}()
 	}

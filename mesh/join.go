@@ -43,6 +43,10 @@ type JoinRequest struct {
 	Settings node.Settings
 	Explicit []string
 	Addrs    []string
+	// Sig is the joiner's signature of node.JoinSignedBytes(Member, the
+	// donor's peer id): its request to be admitted by that member, which
+	// the admit carries so no member can make up a joiner.
+	Sig []byte
 }
 
 // PeerRecord is a member and where to reach it.
@@ -64,7 +68,7 @@ type JoinReply struct {
 
 func encodeJoinRequest(q JoinRequest) []byte {
 	w := wire.NewWriter()
-	w.Array(7)
+	w.Array(8)
 	w.Uint(joinVersion)
 	w.String("join")
 	w.String(q.Mesh)
@@ -72,13 +76,14 @@ func encodeJoinRequest(q JoinRequest) []byte {
 	q.Settings.WriteTo(w)
 	w.Strings(q.Explicit)
 	w.Strings(q.Addrs)
+	w.Bin(q.Sig)
 	return w.Bytes()
 }
 
 func decodeJoinRequest(data []byte) (JoinRequest, error) {
 	var q JoinRequest
 	r := wire.NewReader(data)
-	if err := r.Fields("join request", 7); err != nil {
+	if err := r.Fields("join request", 8); err != nil {
 		return q, err
 	}
 	if err := readHeader(r, "join"); err != nil {
@@ -101,6 +106,9 @@ func decodeJoinRequest(data []byte) (JoinRequest, error) {
 		return q, err
 	}
 	if q.Addrs, err = r.Strings("addrs", maxAddrs, maxAddrBytes); err != nil {
+		return q, err
+	}
+	if q.Sig, err = r.Bytes("signature", node.MaxSignatureBytes); err != nil {
 		return q, err
 	}
 	return q, r.End()
@@ -145,11 +153,12 @@ func encodeJoinReply(p *JoinReply, reason string) []byte {
 		w.Strings(m.Addrs)
 	}
 	p.Snapshot.WriteTo(w)
-	w.Array(4)
+	w.Array(5)
 	w.String(p.Admission.Member)
 	w.Uint(p.Admission.Entry)
 	w.String(p.Admission.Signer)
 	w.Bin(p.Admission.Sig)
+	w.Bin(p.Admission.JoinSig)
 	return w.Bytes()
 }
 
@@ -207,7 +216,7 @@ func decodeJoinReply(data []byte) (*JoinReply, error) {
 	if p.Snapshot, err = node.ReadSnapshot(r); err != nil {
 		return nil, err
 	}
-	if err := r.Fields("admission", 4); err != nil {
+	if err := r.Fields("admission", 5); err != nil {
 		return nil, err
 	}
 	a := &p.Admission
@@ -221,6 +230,9 @@ func decodeJoinReply(data []byte) (*JoinReply, error) {
 		return nil, err
 	}
 	if a.Sig, err = r.Bytes("admission signature", node.MaxSignatureBytes); err != nil {
+		return nil, err
+	}
+	if a.JoinSig, err = r.Bytes("join signature", node.MaxSignatureBytes); err != nil {
 		return nil, err
 	}
 	if a.Entry != p.Snapshot.Clock {
@@ -239,11 +251,17 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 }
 
 // Join asks the member at addr (a full multiaddr with /p2p/) to admit the
-// node described by q, and returns what the mesh sends back.
-func Join(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest) (*JoinReply, error) {
+// node described by q, and returns what the mesh sends back. sign, when
+// set, signs the request for the member's peer (q.Sig).
+func Join(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest, sign func(msg []byte) ([]byte, error)) (*JoinReply, error) {
 	info, err := peer.AddrInfoFromP2pAddr(addr)
 	if err != nil {
 		return nil, fmt.Errorf("join address %s: %w (it must end in /p2p/<peer id>)", addr, err)
+	}
+	if sign != nil {
+		if q.Sig, err = sign(node.JoinSignedBytes(q.Member, info.ID.String())); err != nil {
+			return nil, fmt.Errorf("sign the join request: %w", err)
+		}
 	}
 	if err := h.Connect(ctx, *info); err != nil {
 		return nil, fmt.Errorf("reach member at %s: %w", addr, err)

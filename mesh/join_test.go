@@ -33,6 +33,7 @@ func testJoinRequest() JoinRequest {
 		Settings: testJoinSettings(),
 		Explicit: []string{node.SettingModel, node.SettingLearningRate},
 		Addrs:    []string{"/ip4/127.0.0.1/tcp/4003", "/ip4/192.168.1.3/udp/4003/quic-v1"},
+		Sig:      bytes.Repeat([]byte{7}, 64),
 	}
 }
 
@@ -53,7 +54,7 @@ func testJoinReply() *JoinReply {
 			},
 			Pending: []node.Update{{Origin: b, Clock: 10, Frame: []byte{1, 2}, Sig: bytes.Repeat([]byte{5}, 64)}},
 		},
-		Admission: node.Admission{Member: MemberID(fixedPeer(3), 2), Entry: 9, Signer: a, Sig: bytes.Repeat([]byte{6}, 64)},
+		Admission: node.Admission{Member: MemberID(fixedPeer(3), 2), Entry: 9, Signer: a, Sig: bytes.Repeat([]byte{6}, 64), JoinSig: bytes.Repeat([]byte{8}, 64)},
 	}
 }
 
@@ -122,7 +123,7 @@ func joinRequestParts(q JoinRequest) []wiretest.Part {
 	w := wire.NewWriter()
 	q.Settings.WriteTo(w)
 	ps := []wiretest.Part{
-		partOf("join request", func(w *wire.Writer) { w.Array(7) }),
+		partOf("join request", func(w *wire.Writer) { w.Array(8) }),
 		partOf("version", func(w *wire.Writer) { w.Uint(joinVersion) }),
 		partOf("kind", func(w *wire.Writer) { w.String("join") }),
 		partOf("mesh", func(w *wire.Writer) { w.String(q.Mesh) }),
@@ -130,7 +131,8 @@ func joinRequestParts(q JoinRequest) []wiretest.Part {
 		{Name: "settings", Data: w.Bytes()},
 	}
 	ps = append(ps, stringsParts("explicit settings", q.Explicit)...)
-	return append(ps, stringsParts("addrs", q.Addrs)...)
+	ps = append(ps, stringsParts("addrs", q.Addrs)...)
+	return append(ps, partOf("signature", func(w *wire.Writer) { w.Bin(q.Sig) }))
 }
 
 func welcomeParts(p *JoinReply) []wiretest.Part {
@@ -151,11 +153,12 @@ func welcomeParts(p *JoinReply) []wiretest.Part {
 	}
 	a := p.Admission
 	return append(ps, wiretest.Part{Name: "snapshot", Data: encodeSnapshot(p.Snapshot)},
-		partOf("admission", func(w *wire.Writer) { w.Array(4) }),
+		partOf("admission", func(w *wire.Writer) { w.Array(5) }),
 		partOf("admitted member", func(w *wire.Writer) { w.String(a.Member) }),
 		partOf("admission entry", func(w *wire.Writer) { w.Uint(a.Entry) }),
 		partOf("admission signer", func(w *wire.Writer) { w.String(a.Signer) }),
-		partOf("admission signature", func(w *wire.Writer) { w.Bin(a.Sig) }))
+		partOf("admission signature", func(w *wire.Writer) { w.Bin(a.Sig) }),
+		partOf("join signature", func(w *wire.Writer) { w.Bin(a.JoinSig) }))
 }
 
 func refusalParts(reason string) []wiretest.Part {
@@ -187,8 +190,9 @@ func TestJoinRequestWrongFields(t *testing.T) {
 	}
 	p := fixedPeer(3)
 	ms := append(wiretest.WrongParts(ps), []wiretest.Mutant{
-		{Name: "six fields", Want: "join request has 6 fields, want 7", Data: wiretest.Replaced(ps, 0, []byte{0x96})},
-		{Name: "eight fields", Want: "join request has 8 fields, want 7", Data: append(wiretest.Replaced(ps, 0, []byte{0x98}), 0x90)},
+		{Name: "seven fields", Want: "join request has 7 fields, want 8", Data: wiretest.Replaced(ps, 0, []byte{0x97})},
+		{Name: "nine fields", Want: "join request has 9 fields, want 8", Data: append(wiretest.Replaced(ps, 0, []byte{0x99}), 0x90)},
+		{Name: "long signature", Want: "signature claims 1025 bytes", Data: set(ps, "signature", func(w *wire.Writer) { w.Bin(make([]byte, 1025)) })},
 		{Name: "version 1", Want: "version 1, want 2", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(1) })},
 		{Name: "negative version", Want: "version is negative", Data: set(ps, "version", func(w *wire.Writer) { w.Int(-1) })},
 		{Name: "kind welcome", Want: `kind "welcome", want "join"`, Data: set(ps, "kind", func(w *wire.Writer) { w.String("welcome") })},

@@ -346,7 +346,7 @@ func TestAloneWhenPeersUnreachable(t *testing.T) {
 	a.log = logs.logger()
 	done := make(chan error, 2)
 	go func() { _, err := a.Run(ctx); done <- err }()
-	reply, err := Join(ctx, hb, ha.Addrs()[0], JoinRequest{Mesh: "test", Member: MemberID(hb.h.ID(), 1), Settings: set})
+	reply, err := Join(ctx, hb, ha.Addrs()[0], JoinRequest{Mesh: "test", Member: MemberID(hb.h.ID(), 1), Settings: set}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +404,7 @@ func TestUnreachableLinkIsReported(t *testing.T) {
 	go run(r)
 	var daemons []*Daemon
 	for i, h := range hosts[1:] {
-		reply, err := Join(ctx, h, hr.Addrs()[0], JoinRequest{Mesh: "test", Member: MemberID(h.h.ID(), 1), Settings: set})
+		reply, err := Join(ctx, h, hr.Addrs()[0], JoinRequest{Mesh: "test", Member: MemberID(h.h.ID(), 1), Settings: set}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,8 +22,12 @@ import (
 //     any hello; a hello of an id the node does not know and that carries
 //     no valid admission changes nothing.
 //   - admit: a member's word that it admitted a joiner at an entry clock,
-//     signed by that member. It counts only when the signer is a current,
-//     not departed member of the receiving node.
+//     signed by that member, with the joiner's own signature asking that
+//     member to admit it (JoinSignedBytes), so no member can make up an
+//     incarnation of another's peer. It counts only when the signer is a
+//     current member of the receiving node (one that left counts for
+//     entries up to its last clock), and only MaxSilentAdmits members a
+//     signer admitted may be unheard-of at a time.
 //   - leave: a member's notice that it stops after its update Clock, signed
 //     by the member, sent to every live member directly (and broadcast);
 //     each answers with
@@ -43,9 +47,9 @@ import (
 //
 //	[3, "member", kind uint, member str, entry uint, clock uint, seq uint,
 //	 round uint, addrs [str...], signer str, sig bin, cert_signer str,
-//	 cert_sig bin]
+//	 cert_sig bin, join_sig bin]
 //
-// It starts with the bytes 0x9d 0x03, which is how IsAnnouncement tells it
+// It starts with the bytes 0x9e 0x03, which is how IsAnnouncement tells it
 // from an envelope (0x92 0x01) or a sync request (0x94 0x02). The signature
 // covers AnnouncementSignedBytes; an admit's covers only the kind, member,
 // entry and signer, which is what lets a hello carry it as a certificate.
@@ -100,12 +104,15 @@ type Announcement struct {
 	// signature of (Member, Entry). Empty for a founding member.
 	CertSigner string
 	CertSig    []byte
+	// JoinSig is, in an admit, the joiner's signature of JoinSignedBytes
+	// (its request to be admitted by the signer's peer).
+	JoinSig []byte
 }
 
 const (
 	announceTag    = "member"
 	announceKind   = 3
-	announceFields = 13
+	announceFields = 14
 	// MaxAnnouncementBytes bounds an announcement on the wire.
 	MaxAnnouncementBytes = 16 << 10
 	// MaxMemberIDBytes bounds a member id.
@@ -135,7 +142,16 @@ const (
 	// RejectReadmit: an admit of a member known at another entry; one
 	// incarnation has one entry.
 	RejectReadmit = "readmit"
+	// RejectAdmitLimit: an admit by a member that already has
+	// MaxSilentAdmits admitted members nobody has heard from.
+	RejectAdmitLimit = "admit_limit"
 )
+
+// MaxSilentAdmits bounds the members one member may have admitted that
+// have not yet been heard from: a member that admits made-up joiners (it
+// can make keys for any number) makes everyone wait for each only until
+// it is suspected, and only for this many at a time.
+const MaxSilentAdmits = 4
 
 // ErrBadAnnouncement is wrapped by every announcement decoding error.
 var ErrBadAnnouncement = errors.New("bad announcement")
@@ -163,6 +179,7 @@ func EncodeAnnouncement(a Announcement) []byte {
 	w.Bin(a.Sig)
 	w.String(a.CertSigner)
 	w.Bin(a.CertSig)
+	w.Bin(a.JoinSig)
 	return w.Bytes()
 }
 
@@ -239,6 +256,9 @@ func decodeAnnouncement(data []byte) (Announcement, error) {
 	if a.CertSig, err = r.Bytes("cert sig", MaxSignatureBytes); err != nil {
 		return a, err
 	}
+	if a.JoinSig, err = r.Bytes("join sig", MaxSignatureBytes); err != nil {
+		return a, err
+	}
 	if err := r.End(); err != nil {
 		return a, err
 	}
@@ -282,6 +302,9 @@ func (a Announcement) check() error {
 	}
 	if a.Kind != KindHello && (a.CertSigner != "" || len(a.CertSig) != 0) {
 		return fmt.Errorf("a %s carries no admission", a.Kind)
+	}
+	if a.Kind != KindAdmit && len(a.JoinSig) != 0 {
+		return fmt.Errorf("a %s carries no join signature", a.Kind)
 	}
 	if a.CertSigner == "" && len(a.CertSig) != 0 {
 		return errors.New("an admission signature without its signer")
@@ -354,16 +377,31 @@ func AnnouncementSignedBytes(a Announcement) []byte {
 }
 
 // Admission is a joiner's certificate: the admitting member's signature
-// over (joiner, entry), as its admit announcement carries it. A joiner puts
-// it in every hello (Config.Admission).
+// over (joiner, entry), as its admit announcement carries it, and the
+// joiner's request. A joiner puts it in every hello (Config.Admission).
 type Admission struct {
 	Member string
 	Entry  uint64
 	Signer string
 	Sig    []byte
+	// JoinSig is the joiner's signature of JoinSignedBytes(Member, the
+	// signer's peer name).
+	JoinSig []byte
 }
 
 // admitOf is the admit announcement an admission stands for.
 func (c Admission) admitOf() Announcement {
-	return Announcement{Kind: KindAdmit, Member: c.Member, Entry: c.Entry, Signer: c.Signer, Sig: c.Sig}
+	return Announcement{Kind: KindAdmit, Member: c.Member, Entry: c.Entry, Signer: c.Signer, Sig: c.Sig, JoinSig: c.JoinSig}
+}
+
+// JoinSignedBytes returns what a joiner signs to ask the member on peer
+// donor to admit it as member: bound to the donor, so the request cannot
+// be replayed to another member for a second entry.
+func JoinSignedBytes(member, donor string) []byte {
+	w := wire.NewWriter()
+	w.Array(3)
+	w.String("join")
+	w.String(member)
+	w.String(donor)
+	return w.Bytes()
 }

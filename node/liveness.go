@@ -50,6 +50,7 @@ const (
 	EventLeft                            // a member's leave notice arrived
 	EventSuperseded                      // a member was replaced by its peer's newer incarnation
 	EventLeaveAcked                      // a member acknowledged this node's leave
+	EventAddrs                           // a member announced other addresses
 )
 
 func (k EventKind) String() string {
@@ -68,6 +69,8 @@ func (k EventKind) String() string {
 		return "superseded"
 	case EventLeaveAcked:
 		return "leave_acked"
+	case EventAddrs:
+		return "addrs"
 	}
 	return fmt.Sprintf("event(%d)", k)
 }
@@ -98,6 +101,10 @@ const (
 // memberInfo is what the protocol knows of one member.
 type memberInfo struct {
 	heard uint64 // tick last heard
+	// spoke is set once the member itself was heard (a hello or a direct
+	// message); admittedBy is who admitted it.
+	spoke      bool
+	admittedBy string
 	seq   uint64 // last hello sequence number
 	round uint64 // milliticks per iteration, from its hellos
 	clock uint64 // last announced clock
@@ -250,7 +257,7 @@ func (s *Syncer) heard(m string) {
 	if i == nil || s.MemberOf(nameOf(m)) != m {
 		return
 	}
-	i.heard = s.proto.tick
+	i.heard, i.spoke = s.proto.tick, true
 	if s.Suspected(m) {
 		s.PeerUp(m)
 		s.proto.events = append(s.proto.events, Event{Kind: EventBack, Member: m, Clock: i.clock})
@@ -378,6 +385,8 @@ func (s *Syncer) onHello(a Announcement) string {
 		if a.CertSigner == "" {
 			return RejectNotAdmitted
 		}
+		// The hello is the member's own word: its consent to the
+		// admission needs no join signature.
 		cert := Admission{Member: a.Member, Entry: a.Entry, Signer: a.CertSigner, Sig: a.CertSig}.admitOf()
 		if !s.verifyAnn(cert) {
 			return RejectForgedAnnouncement
@@ -393,8 +402,12 @@ func (s *Syncer) onHello(a Announcement) string {
 	if a.Seq <= i.seq {
 		return RejectStaleHello
 	}
-	i.seq, i.round, i.clock, i.addrs = a.Seq, a.Round, a.Clock, slices.Clone(a.Addrs)
-	i.heard = s.proto.tick
+	if !slices.Equal(i.addrs, a.Addrs) {
+		i.addrs = slices.Clone(a.Addrs)
+		s.proto.events = append(s.proto.events, Event{Kind: EventAddrs, Member: a.Member})
+	}
+	i.seq, i.round, i.clock = a.Seq, a.Round, a.Clock
+	i.heard, i.spoke = s.proto.tick, true
 	switch {
 	case s.Suspected(a.Member):
 		s.heard(a.Member)
@@ -408,7 +421,7 @@ func (s *Syncer) onHello(a Announcement) string {
 
 // onAdmit applies a verified admit (or a hello's admission).
 func (s *Syncer) onAdmit(a Announcement, fromHello bool) string {
-	if !s.canAdmit(a.Signer) {
+	if !s.canAdmit(a.Signer, a.Entry) {
 		return RejectForgedAnnouncement
 	}
 	if s.isMember(a.Member) {
@@ -417,27 +430,61 @@ func (s *Syncer) onAdmit(a Announcement, fromHello bool) string {
 		}
 		return ""
 	}
+	if !fromHello {
+		if !s.verifyJoin(a.Member, a.Signer, a.JoinSig) {
+			return RejectForgedAnnouncement
+		}
+		if s.silentAdmits(a.Signer) >= MaxSilentAdmits {
+			return RejectAdmitLimit
+		}
+	}
 	s.admit(a.Member, a.Entry, a.Signer)
+	if fromHello {
+		s.proto.info[a.Member].spoke = true
+	}
 	return ""
 }
 
-// canAdmit reports whether signer may admit: a member of this node that is
-// its peer's newest incarnation and has not left.
-func (s *Syncer) canAdmit(signer string) bool {
+// verifyJoin checks joiner's request to be admitted by donor's peer.
+func (s *Syncer) verifyJoin(joiner, donor string, sig []byte) bool {
+	if s.cfg.Auth == nil {
+		return true
+	}
+	return len(sig) > 0 && s.cfg.Auth.VerifyMessage(joiner, JoinSignedBytes(joiner, nameOf(donor)), sig) == nil
+}
+
+// silentAdmits counts the live members signer admitted that nobody has
+// heard from yet.
+func (s *Syncer) silentAdmits(signer string) int {
+	k := 0
+	for _, m := range s.liveList {
+		if i := s.proto.info[m]; i != nil && i.admittedBy == signer && !i.spoke {
+			k++
+		}
+	}
+	return k
+}
+
+// canAdmit reports whether signer's admission at entry counts: signer is
+// a member of this node and its peer's newest incarnation, and if it has
+// left, it admitted before its last update (a donor may leave before its
+// joiner's first hello reaches everyone).
+func (s *Syncer) canAdmit(signer string, entry uint64) bool {
 	if signer == s.cfg.ID {
 		return true
 	}
 	if !s.isMember(signer) || s.MemberOf(nameOf(signer)) != signer {
 		return false
 	}
-	_, gone := s.left[signer]
-	return !gone
+	last, gone := s.left[signer]
+	return !gone || entry <= last
 }
 
 // admit adds member at entry and retires its peer's older incarnations.
 func (s *Syncer) admit(member string, entry uint64, by string) {
 	s.AddMember(member, entry)
 	s.trackMember(member)
+	s.proto.info[member].admittedBy = by
 	s.supersede(member)
 	s.proto.events = append(s.proto.events, Event{Kind: EventJoined, Member: member, Clock: entry, By: by})
 	s.proto.membershipChanged = true
@@ -498,15 +545,19 @@ func (s *Syncer) onAck(a Announcement) string {
 // ErrAdmit is wrapped by the reasons Admit refuses a joiner.
 var ErrAdmit = errors.New("cannot admit")
 
-// Admit admits joiner, as its donor: it enters at this node's rows' clock,
+// Admit admits joiner, as its donor, on its signed request joinSig (see
+// JoinSignedBytes; ignored in an unsigned mesh): it enters at this node's rows' clock,
 // older incarnations of its peer are declared dead, and the signed admit is
 // broadcast. It returns the snapshot the joiner starts from and the
 // joiner's admission. A member id already admitted is refused (one
 // incarnation, one entry: a retried join comes as a new incarnation), as is
 // an incarnation below one already known.
-func (s *Syncer) Admit(joiner string) (Snapshot, Admission, error) {
+func (s *Syncer) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error) {
 	if err := CheckMemberID(joiner); err != nil {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: %w", ErrAdmit, err)
+	}
+	if !s.verifyJoin(joiner, s.cfg.ID, joinSig) {
+		return Snapshot{}, Admission{}, fmt.Errorf("%w: the join request of %s is not signed by its key", ErrAdmit, joiner)
 	}
 	if joiner == s.cfg.ID || s.isMember(joiner) {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: %s is a member already (entry %d); join again as a new incarnation", ErrAdmit, joiner, s.entryOf[joiner])
@@ -521,7 +572,7 @@ func (s *Syncer) Admit(joiner string) (Snapshot, Admission, error) {
 	// Older incarnations go first, so the joiner does not wait for them.
 	s.supersede(joiner)
 	snap := s.Snapshot()
-	a := Announcement{Kind: KindAdmit, Member: joiner, Entry: snap.Clock}
+	a := Announcement{Kind: KindAdmit, Member: joiner, Entry: snap.Clock, JoinSig: joinSig}
 	if !s.sign(&a) {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: cannot sign the admission", ErrAdmit)
 	}
@@ -529,7 +580,7 @@ func (s *Syncer) Admit(joiner string) (Snapshot, Admission, error) {
 	s.proto.info[joiner].heard = s.proto.tick
 	s.proto.bcast = append(s.proto.bcast, EncodeAnnouncement(a))
 	s.rebuildIfChanged()
-	return snap, Admission{Member: joiner, Entry: snap.Clock, Signer: s.cfg.ID, Sig: a.Sig}, nil
+	return snap, Admission{Member: joiner, Entry: snap.Clock, Signer: s.cfg.ID, Sig: a.Sig, JoinSig: joinSig}, nil
 }
 
 // StartLeave makes this node leave after its current clock: it trains no

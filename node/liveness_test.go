@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -137,6 +138,12 @@ func (n *pnet) runUntilDone(limit int) {
 	n.t.Fatalf("STALL: not every node done after %d rounds", limit)
 }
 
+// joinSig is joiner's request to be admitted by donor.
+func (n *pnet) joinSig(joiner, donor string) []byte {
+	sig, _ := memberAuth{macAuth: n.auth, self: joiner}.SignMessage(JoinSignedBytes(joiner, nameOf(donor)))
+	return sig
+}
+
 // sign returns a's encoding signed by signer.
 func (n *pnet) sign(a Announcement, signer string) []byte {
 	a.Signer = signer
@@ -196,7 +203,7 @@ func TestForgedMembershipChangesNothing(t *testing.T) {
 			return EncodeAnnouncement(l)
 		}(),
 		// Garbage.
-		{0x9d, 0x03, 0xff},
+		{0x9e, 0x03, 0xff},
 	}
 	for _, f := range forged {
 		a.Receive("x/1", f)
@@ -226,7 +233,7 @@ func TestNewIncarnationSupersedesOld(t *testing.T) {
 	oldHello := n.sign(Announcement{Kind: KindHello, Member: "b/1", Seq: 1000, Clock: 3}, "b/1")
 	// b restarts as b/2 through a.
 	n.nodes["b/1"] = nil
-	snap, adm, err := n.nodes["a/1"].Admit("b/2")
+	snap, adm, err := n.nodes["a/1"].Admit("b/2", n.joinSig("b/2", "a/1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +252,7 @@ func TestNewIncarnationSupersedesOld(t *testing.T) {
 		}
 	}
 	// An admit of b/1 again (a lower incarnation) is refused by the donor.
-	if _, _, err := n.nodes["c/1"].Admit("b/1"); err == nil {
+	if _, _, err := n.nodes["c/1"].Admit("b/1", n.joinSig("b/1", "c/1")); err == nil {
 		t.Fatal("a lower incarnation was admitted")
 	}
 	n.runUntilDone(300)
@@ -267,7 +274,7 @@ func TestRetriedJoinThroughSecondDonor(t *testing.T) {
 		if dropAdmit {
 			n.drop = func(from, to string, data []byte) bool { return from == "a/1" && IsAnnouncement(data) }
 		}
-		if _, _, err := n.nodes["a/1"].Admit("j/1"); err != nil {
+		if _, _, err := n.nodes["a/1"].Admit("j/1", n.joinSig("j/1", "a/1")); err != nil {
 			t.Fatal(err)
 		}
 		n.flush()
@@ -275,7 +282,7 @@ func TestRetriedJoinThroughSecondDonor(t *testing.T) {
 		for range 3 {
 			n.round()
 		}
-		snap, adm, err := n.nodes["d/1"].Admit("j/2")
+		snap, adm, err := n.nodes["d/1"].Admit("j/2", n.joinSig("j/2", "d/1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +313,7 @@ func TestMissedAdmitLearnedFromHello(t *testing.T) {
 		n.round()
 	}
 	n.drop = func(from, to string, data []byte) bool { return to == "c/1" && IsAnnouncement(data) }
-	snap, adm, err := n.nodes["a/1"].Admit("j/1")
+	snap, adm, err := n.nodes["a/1"].Admit("j/1", n.joinSig("j/1", "a/1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,4 +468,36 @@ func FuzzDecodeAnnouncement(f *testing.F) {
 			t.Fatalf("round trip changed %+v into %+v", a, again)
 		}
 	})
+}
+
+// A member cannot make up an incarnation of another member's peer: an admit
+// needs the joiner's own signed request, bound to the admitting member. A
+// member that admits joiners it made up (it can make keys for any number)
+// has at most MaxSilentAdmits of them unheard-of at a time.
+func TestAdmitNeedsJoinRequestAndIsCapped(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 30)
+	n.round()
+	c := n.nodes["c/1"]
+	admit := func(member string, joinSig []byte) []byte {
+		return n.sign(Announcement{Kind: KindAdmit, Member: member, Entry: 1, JoinSig: joinSig}, "a/1")
+	}
+	// a admits b/9 without b's request, with a request b made for another
+	// donor, and with one b made for a but for another incarnation.
+	for _, sig := range [][]byte{nil, n.joinSig("b/9", "c/1"), n.joinSig("b/8", "a/1")} {
+		c.Receive("a/1", admit("b/9", sig))
+	}
+	if got := c.Stats().Rejected[RejectForgedAnnouncement]; got != 3 || c.isMember("b/9") || !c.live["b/1"] {
+		t.Fatalf("forged admits: %d rejected, b/9 member %v, b/1 live %v", got, c.isMember("b/9"), c.live["b/1"])
+	}
+	// Made-up joiners with their own keys: the first MaxSilentAdmits count.
+	for i := range MaxSilentAdmits + 2 {
+		j := fmt.Sprintf("sybil%d/1", i)
+		c.Receive("a/1", admit(j, n.joinSig(j, "a/1")))
+	}
+	if got := c.Stats().Rejected[RejectAdmitLimit]; got != 2 || len(c.Members()) != 3+MaxSilentAdmits {
+		t.Fatalf("%d admits over the limit refused, %d members; want 2 and %d", got, len(c.Members()), 3+MaxSilentAdmits)
+	}
+	// They never speak: suspected, then dead, and the mesh trains on.
+	n.runUntilDone(400)
 }

@@ -965,7 +965,7 @@ func (s *sim) join(i, first int) error {
 		return fmt.Errorf("join of node %d: no live member to join through", i)
 	}
 	donor := donors[s.rng.IntN(len(donors))]
-	snap, adm, err := donor.core.Admit(s.ids[i])
+	snap, adm, err := donor.core.Admit(s.ids[i], nil)
 	if err != nil {
 		return fmt.Errorf("join of node %d through node %d: %w", i, donor.idx, err)
 	}
