@@ -105,10 +105,10 @@ type memberInfo struct {
 	// message); admittedBy is who admitted it.
 	spoke      bool
 	admittedBy string
-	seq   uint64 // last hello sequence number
-	round uint64 // milliticks per iteration, from its hellos
-	clock uint64 // last announced clock
-	addrs []string
+	seq        uint64 // last hello sequence number
+	round      uint64 // milliticks per iteration, from its hellos
+	clock      uint64 // last announced clock
+	addrs      []string
 }
 
 // protocol is the membership state of a Syncer.
