@@ -232,7 +232,10 @@ type Node struct {
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
-	stats     Stats
+	// lastOwn is the update the last Train made, frame and signature, as
+	// its next hops receive it; the Syncer keeps it for retransmission.
+	lastOwn Update
+	stats   Stats
 	// joinedAt is the clock a node started from a snapshot began at; left
 	// holds the last clock of members that left (see Leave), and leaving
 	// those of them still waited for.

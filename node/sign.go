@@ -98,6 +98,7 @@ func (n *Node) sendOwn(t uint64, frame []byte, decoded codec.Sparse) error {
 		u.Sig = sig
 	}
 	n.screen().own(decoded, len(n.committed))
+	n.lastOwn = u
 	n.route(u)
 	return nil
 }
@@ -109,25 +110,4 @@ func (n *Node) skip(u Update) {
 		return
 	}
 	n.route(u)
-}
-
-// ownSig returns the signature of the node's own update of clock, as
-// queued in the outbox, or signs the frame again when no next hop holds it
-// (a deterministic signer such as Ed25519 gives the same bytes).
-func (n *Node) ownSig(clock uint64, frame []byte) []byte {
-	if n.cfg.Auth == nil {
-		return nil
-	}
-	for _, ups := range n.outbox {
-		for i := len(ups) - 1; i >= 0; i-- {
-			if ups[i].Origin == n.cfg.ID && ups[i].Clock == clock {
-				return ups[i].Sig
-			}
-		}
-	}
-	sig, err := n.cfg.Auth.Sign(n.cfg.ID, clock, frame)
-	if err != nil {
-		return nil
-	}
-	return sig
 }

@@ -8,8 +8,6 @@ import (
 	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/sketchmesh/sketchmesh/codec"
 )
 
 // Retransmission ("sync").
@@ -258,8 +256,7 @@ type retained struct {
 // sync requests. Like Node, it is owned by one goroutine.
 type Syncer struct {
 	*Node
-	sc      SyncConfig
-	capture *captureCodec
+	sc SyncConfig
 	// logs[i] holds the frames kept of members[i], sorted by clock; index
 	// maps a member to i.
 	logs  [][]retained
@@ -275,32 +272,10 @@ type Syncer struct {
 	fresh     []int
 }
 
-// captureCodec remembers what the node encoded during one Train. A Syncer
-// finds its own frame in the outbox, where Train queues it for every next
-// hop; with no live next hop it falls back on this record, which is the
-// frame itself when the codec ran once (an update sent as one codec frame).
-type captureCodec struct {
-	codec.Codec
-	last  []byte
-	calls int
-}
-
-func (c *captureCodec) Encode(dst []byte, u codec.Sparse) ([]byte, error) {
-	out, err := c.Codec.Encode(dst, u)
-	c.last = out
-	c.calls++
-	return out, err
-}
-
 // NewSyncer returns a node core for cfg with retransmission tuned by sc.
 func NewSyncer(cfg Config, sc SyncConfig) (*Syncer, error) {
 	if err := sc.fill(cfg.Staleness); err != nil {
 		return nil, err
-	}
-	var capture *captureCodec
-	if cfg.Codec != nil {
-		capture = &captureCodec{Codec: cfg.Codec}
-		cfg.Codec = capture
 	}
 	n, err := New(cfg)
 	if err != nil {
@@ -310,7 +285,7 @@ func NewSyncer(cfg Config, sc SyncConfig) (*Syncer, error) {
 	for i, m := range n.members {
 		index[m] = i
 	}
-	return &Syncer{Node: n, sc: sc, capture: capture, logs: make([][]retained, len(n.members)), index: index}, nil
+	return &Syncer{Node: n, sc: sc, logs: make([][]retained, len(n.members)), index: index}, nil
 }
 
 // PeerUp returns a member to the live set, the inverse of PeerDown: the gate
@@ -441,37 +416,14 @@ func repeated(updates []Update, fresh []int, k int) bool {
 	return false
 }
 
-// Train runs one local iteration (see Node.Train) and keeps its frame.
+// Train runs one local iteration (see Node.Train) and keeps its frame and
+// signature, which the core hands over whether or not any next hop is live.
 func (s *Syncer) Train() error {
-	if s.capture != nil {
-		s.capture.last, s.capture.calls = nil, 0
-	}
 	if err := s.Node.Train(); err != nil {
 		return err
 	}
-	if f := s.ownFrame(); f != nil {
-		s.retain(s.cfg.ID, s.clock, f, s.ownSig(s.clock, f))
-	}
-	if s.capture != nil {
-		s.capture.last = nil
-	}
-	return nil
-}
-
-// ownFrame returns the frame of the update Train just made.
-func (s *Syncer) ownFrame() []byte {
-	// Every hop's queue holds the same Update value, so whichever the map
-	// yields first gives the same frame.
-	for _, ups := range s.outbox {
-		for i := len(ups) - 1; i >= 0; i-- {
-			if ups[i].Origin == s.cfg.ID && ups[i].Clock == s.clock {
-				return ups[i].Frame
-			}
-		}
-	}
-	if s.capture != nil && s.capture.calls == 1 {
-		return s.capture.last
-	}
+	u := s.lastOwn
+	s.retain(u.Origin, u.Clock, u.Frame, u.Sig)
 	return nil
 }
 
