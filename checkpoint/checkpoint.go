@@ -46,7 +46,7 @@ var ErrCorrupt = errors.New("corrupt checkpoint")
 // Format constants (see the package documentation).
 const (
 	magic        = "SKMCKPT\n"
-	version      = 2         // 2: member entries say who left, and after which update
+	version      = 3         // 2: member entries say who left, and after which update; 3: rows carry marks of refused updates (snapshot version 2)
 	headerBytes  = 8 + 4 + 8 // magic, version, body length
 	trailerBytes = sha256.Size
 )
@@ -360,6 +360,9 @@ func normalize(s *State) {
 	}
 	if len(s.Rows.Pending) == 0 {
 		s.Rows.Pending = nil
+	}
+	if len(s.Rows.Refused) == 0 {
+		s.Rows.Refused = nil
 	}
 	for i := range s.Rows.Pending {
 		u := &s.Rows.Pending[i]

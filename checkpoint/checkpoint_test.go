@@ -191,7 +191,7 @@ func TestLoadCorrupt(t *testing.T) {
 		{"in checksum", good[:len(good)-1], "truncated: header declares"},
 		{"trailing", append(slices.Clone(good), 0), "1 trailing bytes"},
 		{"foreign", []byte("key: value\nother: 1\n"), "bad magic"},
-		{"version", reseal(badVersion), "format version 1, this build reads version 2"},
+		{"version", reseal(badVersion), "format version 1, this build reads version 3"},
 		{"body flip", flip(good, headerBytes+30, 0), "checksum mismatch"},
 		{"checksum flip", flip(good, len(good)-1, 7), "checksum mismatch"},
 		{"bad field", fileBytes(badMember), `bad field: member id "not-a-member"`},

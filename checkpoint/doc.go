@@ -28,7 +28,7 @@
 // All integers in the header are big-endian:
 //
 //	magic     8 bytes   "SKMCKPT\n"
-//	version   uint32    2
+//	version   uint32    3
 //	length    uint64    number of body bytes
 //	body      msgpack   see below
 //	checksum  32 bytes  SHA-256 of magic, version, length and body

@@ -232,6 +232,9 @@ type Node struct {
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
+	// refused holds the updates above the committed rows whose content
+	// this node refused, or its donor did (see sign.go).
+	refused map[UpdateID]bool
 	// lastOwn is the update the last Train made, frame and signature, as
 	// its next hops receive it; the Syncer keeps it for retransmission.
 	lastOwn Update
@@ -319,6 +322,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Start != nil {
 		if err := n.start(cfg.Start); err != nil {
 			return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
+		}
+		for _, id := range cfg.Start.Refused {
+			n.markRefused(id)
 		}
 	}
 	return n, nil
@@ -539,6 +545,10 @@ func (n *Node) accept(u Update) string {
 	}
 	if reason := n.verify(u); reason != "" {
 		return reason
+	}
+	if n.refused[UpdateID{Origin: u.Origin, Clock: u.Clock}] {
+		n.skip(u)
+		return RejectMarkedRefused
 	}
 	decoded, reason := n.decode(u.Frame)
 	if reason == "" {

@@ -29,6 +29,13 @@ import (
 // left waiting either; each of them checks it again and refuses it too.
 // Without an Authenticator nothing proves who made an update, so a refused
 // one is simply dropped (a forger must not be able to censor the real one).
+//
+// Whether content is refused can depend on the node's history (the norm
+// bound is relative to the updates it accepted), and a joiner has none. So
+// a node remembers which updates above its rows it refused, a snapshot
+// carries the mark with their frames (Snapshot.Refused), and a node started
+// from it treats a marked update as refused: heard, relayed, not applied
+// (RejectMarkedRefused), so that no member applies what its donor refused.
 
 // Authenticator signs a node's own updates and verifies other members'.
 // The key of a member id is the driver's business (package mesh derives it
@@ -109,5 +116,33 @@ func (n *Node) skip(u Update) {
 	if n.cfg.Auth == nil || !n.vc.Add(u.Origin, u.Clock) {
 		return
 	}
+	n.markRefused(UpdateID{Origin: u.Origin, Clock: u.Clock})
 	n.route(u)
 }
+
+// RejectMarkedRefused counts updates a node's starting snapshot marked as
+// refused by its donor (Snapshot.Refused): they are heard and relayed, and
+// nothing of them is applied.
+const RejectMarkedRefused = "marked_refused"
+
+// markRefused remembers that update id was refused, for the snapshots this
+// node gives (see Syncer.Snapshot). Only updates above the committed rows
+// travel in a snapshot's Pending, so marks at or below them are dropped.
+func (n *Node) markRefused(id UpdateID) {
+	for r := range n.refused {
+		if r.Clock <= n.committedClock {
+			delete(n.refused, r)
+		}
+	}
+	if id.Clock <= n.committedClock {
+		return
+	}
+	if n.refused == nil {
+		n.refused = map[UpdateID]bool{}
+	}
+	n.refused[id] = true
+}
+
+// Refused reports whether the node refused update id (or was told by its
+// donor that it was refused) and the update is above the committed rows.
+func (n *Node) Refused(id UpdateID) bool { return n.refused[id] }

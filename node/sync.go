@@ -350,7 +350,8 @@ func (s *Syncer) updateDegraded() {
 
 // Snapshot returns the node's committed rows for a joiner (see
 // Node.Snapshot), with the frames it keeps of updates above them, so the
-// joiner need not fetch those from their origins.
+// joiner need not fetch those from their origins, and the marks of those
+// it refused.
 func (s *Syncer) Snapshot() Snapshot {
 	snap := s.Node.Snapshot()
 	for _, m := range s.members {
@@ -361,6 +362,9 @@ func (s *Syncer) Snapshot() Snapshot {
 		for _, r := range s.logs[i] {
 			if r.clock > snap.Clock {
 				snap.Pending = append(snap.Pending, Update{Origin: m, Clock: r.clock, Frame: r.frame, Sig: r.sig})
+				if id := (UpdateID{Origin: m, Clock: r.clock}); s.refused[id] {
+					snap.Refused = append(snap.Refused, id)
+				}
 			}
 		}
 	}

@@ -21,6 +21,12 @@ type Update struct {
 	Sig []byte
 }
 
+// UpdateID names one update: its origin and clock.
+type UpdateID struct {
+	Origin string
+	Clock  uint64
+}
+
 // wireVersion is the envelope format version.
 const wireVersion = 1
 
