@@ -756,8 +756,9 @@ func (n *Node) reject(reason string) { n.stats.Rejected[reason]++ }
 // HasReady reports whether messages are queued for Ready.
 func (n *Node) HasReady() bool { return len(n.outbox) > 0 }
 
-// Ready returns the messages queued since the last call: one envelope per
-// next hop, batching every update due to it.
+// Ready returns the messages queued since the last call: per next hop, the
+// updates due to it batched in as few envelopes as hold them within
+// MaxEnvelopeBytes, which every receiver refuses to exceed.
 func (n *Node) Ready() Ready {
 	if len(n.outbox) == 0 {
 		return Ready{}
@@ -769,10 +770,11 @@ func (n *Node) Ready() Ready {
 	slices.Sort(hops)
 	rd := Ready{Messages: make([]Message, 0, len(hops))}
 	for _, h := range hops {
-		data := EncodeEnvelope(n.outbox[h])
-		rd.Messages = append(rd.Messages, Message{To: h, Data: data})
-		n.stats.MessagesSent++
-		n.stats.BytesSent += uint64(len(data))
+		for _, data := range encodeEnvelopes(n.outbox[h], MaxEnvelopeBytes) {
+			rd.Messages = append(rd.Messages, Message{To: h, Data: data})
+			n.stats.MessagesSent++
+			n.stats.BytesSent += uint64(len(data))
+		}
 	}
 	clear(n.outbox)
 	return rd

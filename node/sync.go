@@ -35,6 +35,16 @@ import (
 //     a bounded batch of what it retains between the requester's entries
 //     and the clock the request asks up to.
 //
+// A request costs its sender a few bytes and may ask for everything, so
+// what a node answers is bounded whatever the request says: the clock asked
+// up to is clamped to what the node can hold (its own updates up to its
+// clock, others' up to the highest clock it accepts, History clocks above
+// the requester's entry), and the answers queued for one requester between
+// two calls of Ready hold at most MaxReplyBytes of updates (one update more
+// when a single one is larger); requests past that budget are dropped and
+// counted (RejectSyncBudget), and the requester asks again later. Ready
+// splits what it sends a peer into envelopes within MaxEnvelopeBytes.
+//
 // Resent updates are applied through the normal path, so the rules of
 // Receive (membership, duplicates, clock bounds, frame checks) hold for them
 // unchanged: a resend can never make an update apply twice.
@@ -60,6 +70,10 @@ const (
 
 // RejectBadSync counts sync requests that do not parse, in Stats.Rejected.
 const RejectBadSync = "bad_sync"
+
+// RejectSyncBudget counts sync requests dropped because the answers queued
+// for their sender since the last Ready already hold MaxReplyBytes.
+const RejectSyncBudget = "sync_budget"
 
 // ErrBadSync is wrapped by every sync decoding error.
 var ErrBadSync = errors.New("bad sync request")
@@ -201,7 +215,8 @@ type SyncConfig struct {
 	// nowhere else), and for every origin while any member is down in its
 	// view. Default 4096.
 	History int
-	// MaxReplyBytes bounds the frame bytes of one answer to a request; the
+	// MaxReplyBytes bounds the bytes of the updates (as encoded in an
+	// envelope) answered to one requester between two calls of Ready; the
 	// requester asks again for the rest. Default 1 MiB.
 	MaxReplyBytes int
 	// Fanout is how many laggards one SyncRequest asks; repeated calls
@@ -270,6 +285,9 @@ type Syncer struct {
 	degraded  bool
 	syncStats SyncStats
 	fresh     []int
+	// replied holds, per requester, the bytes of the answers queued for it
+	// since the last Ready; MaxReplyBytes means its budget is spent.
+	replied map[string]int
 }
 
 // NewSyncer returns a node core for cfg with retransmission tuned by sc.
@@ -285,7 +303,7 @@ func NewSyncer(cfg Config, sc SyncConfig) (*Syncer, error) {
 	for i, m := range n.members {
 		index[m] = i
 	}
-	return &Syncer{Node: n, sc: sc, logs: make([][]retained, len(n.members)), index: index}, nil
+	return &Syncer{Node: n, sc: sc, logs: make([][]retained, len(n.members)), index: index, replied: map[string]int{}}, nil
 }
 
 // PeerUp returns a member to the live set, the inverse of PeerDown: the gate
@@ -467,7 +485,8 @@ func (s *Syncer) retain(origin string, clock uint64, frame, sig []byte) {
 
 // handleSync answers a sync request by queueing, for the requester, the
 // retained updates it asks for: per origin, the clocks above its entry and
-// at most Upto, oldest first, within MaxReplyBytes.
+// at most the clamped Upto (syncLimit), oldest first, within what is left of
+// the requester's budget for this round (see Ready).
 func (s *Syncer) handleSync(from string, data []byte) {
 	req, err := DecodeSync(data)
 	if err != nil {
@@ -478,28 +497,59 @@ func (s *Syncer) handleSync(from string, data []byte) {
 		s.reject(RejectNotMember)
 		return
 	}
+	used := s.replied[from]
+	if used >= s.sc.MaxReplyBytes {
+		s.reject(RejectSyncBudget)
+		return
+	}
 	s.syncStats.RequestsServed++
-	limit := req.Upto
-	budget, sent := s.sc.MaxReplyBytes, 0
+	defer func() { s.replied[from] = used }()
 	for _, e := range req.Have {
 		i, ok := s.index[e.Origin]
 		if !ok {
 			continue
 		}
+		limit := s.syncLimit(e, req.Upto)
 		log := s.logs[i]
 		j, _ := slices.BinarySearchFunc(log, e.Clock+1, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
 		for ; j < len(log) && log[j].clock <= limit; j++ {
-			f := log[j].frame
-			if len(f) > budget && sent > 0 {
+			u := Update{Origin: e.Origin, Clock: log[j].clock, Frame: log[j].frame, Sig: log[j].sig}
+			size := updateWireBytes(u)
+			// One update larger than the whole budget still goes, alone,
+			// or it could never be fetched.
+			if used+size > s.sc.MaxReplyBytes && used > 0 {
+				used = s.sc.MaxReplyBytes
 				return
 			}
-			budget -= len(f)
-			sent++
-			s.outbox[from] = append(s.outbox[from], Update{Origin: e.Origin, Clock: log[j].clock, Frame: f, Sig: log[j].sig})
+			used += size
+			s.outbox[from] = append(s.outbox[from], u)
 			s.syncStats.UpdatesResent++
-			s.syncStats.ResentBytes += uint64(len(f))
+			s.syncStats.ResentBytes += uint64(len(u.Frame))
 		}
 	}
+}
+
+// syncLimit clamps the clock a request asks up to for entry e to what a
+// requester can be missing of e's origin that this node can hold: its own
+// updates exist up to its clock, another origin's are accepted up to
+// acceptBound, and no origin's are kept for more than History clocks.
+func (s *Syncer) syncLimit(e SyncEntry, upto uint64) uint64 {
+	held := s.acceptBound()
+	if e.Origin == s.cfg.ID {
+		held = s.clock
+	}
+	limit := min(upto, held)
+	if span := uint64(s.sc.History); e.Clock <= ^uint64(0)-span {
+		limit = min(limit, e.Clock+span)
+	}
+	return limit
+}
+
+// Ready returns the messages queued since the last call (see Node.Ready)
+// and starts a new round of answer budgets.
+func (s *Syncer) Ready() Ready {
+	clear(s.replied)
+	return s.Node.Ready()
 }
 
 // SyncRequest returns what a node stuck at its gate (or, having run all its
