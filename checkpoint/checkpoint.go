@@ -386,22 +386,8 @@ func validate(s *State) error {
 	if err := checkMember(s.Member); err != nil {
 		return err
 	}
-	seen := make(map[string]bool, len(s.Rows.Members))
-	for _, m := range s.Rows.Members {
-		switch {
-		case m.ID == "":
-			return errors.New("bad field: a member of the rows has an empty id")
-		case seen[m.ID]:
-			return fmt.Errorf("bad field: member %q is listed twice in the rows", m.ID)
-		case m.High > s.Rows.Clock:
-			return fmt.Errorf("bad field: member %q has entry %d above the rows' clock %d", m.ID, m.High, s.Rows.Clock)
-		}
-		seen[m.ID] = true
-		for _, c := range m.Ahead {
-			if c <= m.High || c > s.Rows.Clock {
-				return fmt.Errorf("bad field: member %q lists clock %d outside (%d, %d]", m.ID, c, m.High, s.Rows.Clock)
-			}
-		}
+	if err := s.Rows.CheckMembers(); err != nil {
+		return fmt.Errorf("bad field: rows: %w", err)
 	}
 	o := &s.Optimizer
 	if o.Kind != s.Settings.Optimizer {

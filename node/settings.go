@@ -296,6 +296,37 @@ func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
 	return s, nil
 }
 
+// CheckMembers checks what a snapshot says of its members against its rows'
+// clock, by the rules a node started from it applies (Config.Start): every
+// member has an id, listed once; Entry <= High; High at most the rows'
+// clock, or equal to Entry for a member admitted above the rows (nothing of
+// it is in them: a donor admits a joiner at its own rows' clock, which may
+// be ahead of this node's); Ahead clocks in (High, Clock]. A checkpoint is
+// held to the same rules, so that whatever a node snapshots it can save
+// and start from again.
+func (s *Snapshot) CheckMembers() error {
+	seen := make(map[string]bool, len(s.Members))
+	for _, m := range s.Members {
+		switch {
+		case m.ID == "":
+			return fmt.Errorf("%w: a member has an empty id", ErrSnapshot)
+		case seen[m.ID]:
+			return fmt.Errorf("%w: member %q is listed twice", ErrSnapshot, m.ID)
+		case m.Entry > m.High:
+			return fmt.Errorf("%w: member %q holds up to %d, below its entry clock %d", ErrSnapshot, m.ID, m.High, m.Entry)
+		case m.High > max(s.Clock, m.Entry):
+			return fmt.Errorf("%w: member %q holds up to %d, above the rows' clock %d and its entry %d", ErrSnapshot, m.ID, m.High, s.Clock, m.Entry)
+		}
+		seen[m.ID] = true
+		for _, c := range m.Ahead {
+			if c <= m.High || c > s.Clock {
+				return fmt.Errorf("%w: member %q lists clock %d outside (%d, %d]", ErrSnapshot, m.ID, c, m.High, s.Clock)
+			}
+		}
+	}
+	return nil
+}
+
 // readRefused reads a snapshot's marks of refused updates: at most one per
 // pending update, each naming one of them.
 func readRefused(r *wire.Reader, pending []Update) ([]UpdateID, error) {

@@ -459,3 +459,43 @@ func FuzzReadSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// Issue 14, defect 8: what a snapshot may say of its members is one rule,
+// CheckMembers, which checkpoints apply and which agrees with what a node
+// started from the snapshot accepts; a member admitted above the rows
+// (High = Entry > Clock) is valid.
+func TestSnapshotCheckMembersAgreesWithStart(t *testing.T) {
+	nodes, _ := newSyncersWith(t, 1, SyncConfig{}, func(c *Config) { c.Staleness, c.Iterations = 1, 10 })
+	base := nodes[0].Config()
+	for _, c := range []struct {
+		name   string
+		member MemberEntry
+		valid  bool
+	}{
+		{"within the rows", MemberEntry{ID: "x", Live: true, High: 9, Ahead: []uint64{11, 12}}, true},
+		{"admitted above the rows", MemberEntry{ID: "x", Live: true, Entry: 13, High: 13}, true},
+		{"admitted at the rows", MemberEntry{ID: "x", Live: true, Entry: 12, High: 12}, true},
+		{"high above the rows", MemberEntry{ID: "x", Live: true, High: 13}, false},
+		{"high above an entry above the rows", MemberEntry{ID: "x", Live: true, Entry: 13, High: 14}, false},
+		{"entry above high", MemberEntry{ID: "x", Live: true, Entry: 5, High: 4}, false},
+		{"ahead at high", MemberEntry{ID: "x", Live: true, High: 9, Ahead: []uint64{9}}, false},
+		{"ahead above the rows", MemberEntry{ID: "x", Live: true, High: 9, Ahead: []uint64{13}}, false},
+		{"no id", MemberEntry{Live: true, High: 3}, false},
+	} {
+		snap := &Snapshot{Clock: 12, View: make([]float64, base.Model.NumParams()), Members: []MemberEntry{{ID: "node-00", Live: true, High: 12}, c.member}}
+		checked := snap.CheckMembers()
+		cfg := base
+		cfg.ID, cfg.Members, cfg.Start = "joiner", nil, snap
+		_, started := New(cfg)
+		if (checked == nil) != c.valid || (started == nil) != c.valid {
+			t.Errorf("%s: CheckMembers says %v, starting from it %v; want valid %v", c.name, checked, started, c.valid)
+		}
+		if checked != nil && !errors.Is(checked, ErrSnapshot) {
+			t.Errorf("%s: %v does not wrap ErrSnapshot", c.name, checked)
+		}
+	}
+	twice := &Snapshot{Clock: 1, Members: []MemberEntry{{ID: "x", High: 1}, {ID: "x", High: 1}}}
+	if err := twice.CheckMembers(); err == nil || !strings.Contains(err.Error(), `member "x" is listed twice`) {
+		t.Errorf("a member listed twice: %v", err)
+	}
+}
