@@ -143,8 +143,11 @@ type Host struct {
 	senders map[peer.ID]*sender
 	closed  bool
 	wg      sync.WaitGroup
-	// shutdown is closed by Close, releasing stream readers blocked on inbox.
+	// shutdown is closed by Close, releasing stream readers blocked on inbox;
+	// ctx is cancelled with it, ending the senders' stream opens.
 	shutdown chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
 
 	bytesSent, msgsSent, bytesRecv, msgsRecv, sendFailures, badStreams atomic.Uint64
 	oversized, truncated, throttled, throttledNanos, panics            atomic.Uint64
@@ -235,7 +238,10 @@ func Wrap(h host.Host, logger *slog.Logger) *Host {
 }
 
 func newHost(h host.Host, logger *slog.Logger, limits Limits) *Host {
+	ctx, cancel := context.WithCancel(context.Background())
 	mh := &Host{
+		ctx:          ctx,
+		cancel:       cancel,
 		h:            h,
 		log:          logger.With("peer", shortID(h.ID())),
 		inbox:        make(chan Inbound, 1024),
@@ -372,22 +378,43 @@ func (m *Host) Forget(p peer.ID) {
 	m.links.mu.Unlock()
 }
 
-// Close stops the senders and the libp2p host.
+// closeWait bounds how long Close waits for the senders once the libp2p
+// host is closed; they return at once then, so this only guards against a
+// transport that does not fail a blocked write when its connection closes.
+const closeWait = 2 * time.Second
+
+// Close stops the senders and the libp2p host, and returns within a few
+// seconds whatever peers do: it closes the libp2p host first, which closes
+// every connection and so fails any write blocked on a peer that stopped
+// reading, and only then joins the senders, with a bounded wait. What was
+// queued and not yet written is lost, as it is when a node stops.
 func (m *Host) Close() error {
 	m.mu.Lock()
 	if !m.closed {
 		close(m.shutdown)
+		m.cancel()
 	}
 	m.closed = true
 	for _, s := range m.senders {
 		s.stop()
 	}
 	m.mu.Unlock()
-	m.wg.Wait()
 	if m.reach != nil {
 		m.reach.close()
 	}
 	err := m.h.Close()
+	joined := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(joined)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-joined:
+	case <-t.C:
+		m.log.Warn("closing: update senders still running", "waited", closeWait)
+	}
 	if m.rcmgr != nil {
 		if cerr := m.rcmgr.Close(); err == nil {
 			err = cerr
@@ -621,7 +648,15 @@ func (s *sender) loop() {
 				break
 			}
 			if wait := time.Until(q.due); wait > 0 {
-				time.Sleep(wait)
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-s.host.shutdown:
+					t.Stop()
+				}
+				if s.stopped() {
+					break
+				}
 			}
 			var err error
 			stream, err = s.write(stream, q.data)
@@ -663,7 +698,7 @@ func (s *sender) write(stream network.Stream, data []byte) (network.Stream, erro
 			stream = nil
 		}
 		if stream == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(s.host.ctx, 10*time.Second)
 			// Relayed connections may be limited (relay v2); updates go
 			// over them all the same.
 			ctx = network.WithAllowLimitedConn(ctx, "sketchmesh updates")
@@ -688,6 +723,11 @@ func (s *sender) write(stream network.Stream, data []byte) (network.Stream, erro
 			_ = stream.Reset()
 			stream = nil
 			lastErr = fmt.Errorf("write: %w", err)
+			if s.stopped() {
+				// Closed or forgotten: a second attempt would only wait
+				// on the same peer again.
+				return nil, lastErr
+			}
 			continue
 		}
 		s.host.bytesSent.Add(uint64(len(data) + lengthPrefix))

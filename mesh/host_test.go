@@ -219,3 +219,72 @@ func TestWriteTimesOutOnAPeerThatDoesNotRead(t *testing.T) {
 		t.Fatalf("%d update streams opened; a blocked one was not given up", got)
 	}
 }
+
+// Issue 14, defect 7: Close used to stop and join the senders before it
+// closed the libp2p host, so a sender blocked writing to a peer that had
+// stopped reading held Close for its whole write deadline, twice (17.5 s
+// here, with a 1 s deadline and a 512 KiB message; about half an hour with
+// the defaults and a 64 MiB one). Close now returns within a few seconds
+// whatever the peer does, with every sender joined.
+func TestCloseReturnsWhileAPeerDoesNotRead(t *testing.T) {
+	a, err := NewHost(HostConfig{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Limits: Limits{WriteTimeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newTestHost(t)
+	release := make(chan struct{})
+	defer close(release)
+	var handled atomic.Int32
+	b.Libp2p().SetStreamHandler(UpdateProtocol, func(s network.Stream) {
+		handled.Add(1)
+		<-release // never reads
+		_ = s.Reset()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.Libp2p().ID(), Addrs: b.Libp2p().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	// Far more than a yamux stream's window: the write blocks, with a
+	// deadline of 1 s + 8 s.
+	a.Send(b.ID(), make([]byte, 512<<10))
+	for handled.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the update stream never opened")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the write is now blocked
+	a.mu.Lock()
+	s := a.senders[b.Libp2p().ID()]
+	a.mu.Unlock()
+	if !s.busy() {
+		t.Fatal("the sender is not writing")
+	}
+	start := time.Now()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Close took %v with a peer that does not read, want under 5 s", took)
+	}
+	// Had Close given up waiting, the sender would stay blocked for
+	// seconds more.
+	joined := make(chan struct{})
+	go func() { a.wg.Wait(); close(joined) }()
+	select {
+	case <-joined:
+	case <-time.After(time.Second):
+		t.Fatal("Close returned with a sender still running")
+	}
+	if got := handled.Load(); got != 1 {
+		t.Fatalf("%d update streams opened, want 1 (no retry once closed)", got)
+	}
+	a.Send(b.ID(), []byte("after close")) // a no-op, not a new sender
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.senders) != 1 {
+		t.Fatalf("%d senders after a Send on a closed host", len(a.senders))
+	}
+}
