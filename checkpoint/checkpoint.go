@@ -46,7 +46,7 @@ var ErrCorrupt = errors.New("corrupt checkpoint")
 // Format constants (see the package documentation).
 const (
 	magic        = "SKMCKPT\n"
-	version      = 2         // 2: member entries say who left, and after which update
+	version      = 3         // 2: member entries say who left, and after which update; 3: rows carry marks of refused updates (snapshot version 2)
 	headerBytes  = 8 + 4 + 8 // magic, version, body length
 	trailerBytes = sha256.Size
 )
@@ -361,6 +361,9 @@ func normalize(s *State) {
 	if len(s.Rows.Pending) == 0 {
 		s.Rows.Pending = nil
 	}
+	if len(s.Rows.Refused) == 0 {
+		s.Rows.Refused = nil
+	}
 	for i := range s.Rows.Pending {
 		u := &s.Rows.Pending[i]
 		u.Frame = bytes.Clone(u.Frame)
@@ -383,22 +386,8 @@ func validate(s *State) error {
 	if err := checkMember(s.Member); err != nil {
 		return err
 	}
-	seen := make(map[string]bool, len(s.Rows.Members))
-	for _, m := range s.Rows.Members {
-		switch {
-		case m.ID == "":
-			return errors.New("bad field: a member of the rows has an empty id")
-		case seen[m.ID]:
-			return fmt.Errorf("bad field: member %q is listed twice in the rows", m.ID)
-		case m.High > s.Rows.Clock:
-			return fmt.Errorf("bad field: member %q has entry %d above the rows' clock %d", m.ID, m.High, s.Rows.Clock)
-		}
-		seen[m.ID] = true
-		for _, c := range m.Ahead {
-			if c <= m.High || c > s.Rows.Clock {
-				return fmt.Errorf("bad field: member %q lists clock %d outside (%d, %d]", m.ID, c, m.High, s.Rows.Clock)
-			}
-		}
+	if err := s.Rows.CheckMembers(); err != nil {
+		return fmt.Errorf("bad field: rows: %w", err)
 	}
 	o := &s.Optimizer
 	if o.Kind != s.Settings.Optimizer {

@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/wire"
@@ -191,7 +192,7 @@ func TestLoadCorrupt(t *testing.T) {
 		{"in checksum", good[:len(good)-1], "truncated: header declares"},
 		{"trailing", append(slices.Clone(good), 0), "1 trailing bytes"},
 		{"foreign", []byte("key: value\nother: 1\n"), "bad magic"},
-		{"version", reseal(badVersion), "format version 1, this build reads version 2"},
+		{"version", reseal(badVersion), "format version 1, this build reads version 3"},
 		{"body flip", flip(good, headerBytes+30, 0), "checksum mismatch"},
 		{"checksum flip", flip(good, len(good)-1, 7), "checksum mismatch"},
 		{"bad field", fileBytes(badMember), `bad field: member id "not-a-member"`},
@@ -418,7 +419,9 @@ func TestValidate(t *testing.T) {
 		{"rows ahead", func(s *State) { s.Rows.Clock = s.Clock + 1 }, "rows' clock 43 is above the node's clock 42"},
 		{"empty member", func(s *State) { s.Rows.Members[0].ID = "" }, "empty id"},
 		{"twice", func(s *State) { s.Rows.Members[1].ID = s.Rows.Members[0].ID }, "listed twice"},
-		{"entry", func(s *State) { s.Rows.Members[1].High = 41 }, "entry 41 above the rows' clock 40"},
+		{"high", func(s *State) { s.Rows.Members[1].High = 41 }, "holds up to 41, above the rows' clock 40 and its entry 0"},
+		{"high above entry above rows", func(s *State) { s.Rows.Members[1].Entry, s.Rows.Members[1].High = 41, 42 }, "holds up to 42, above the rows' clock 40 and its entry 41"},
+		{"entry above high", func(s *State) { s.Rows.Members[1].Entry = 41 }, "holds up to 40, below its entry clock 41"},
 		{"ahead", func(s *State) { s.Rows.Members[0].Ahead = []uint64{38} }, "lists clock 38 outside (38, 40]"},
 		{"kind", func(s *State) { s.Optimizer.Kind = model.Adam }, `optimizer state is of "adam", the settings name "sgd"`},
 		{"unknown", func(s *State) { s.Optimizer.Kind, s.Settings.Optimizer = "lion", "lion" }, `unknown optimizer "lion"`},
@@ -450,4 +453,72 @@ func TestValidate(t *testing.T) {
 			t.Fatalf("Save: %v", err)
 		}
 	})
+}
+
+// Issue 14, defect 8: a donor admits a joiner at its own rows' clock, which
+// may be ahead of this node's rows; the node's snapshot then lists the
+// joiner with High = Entry above the rows' clock, which a node started from
+// it accepts, and Save used to refuse ("entry 41 above the rows' clock
+// 40"), losing the checkpoint. It is saved, read back unchanged, and a node
+// starts from what was read.
+func TestCheckpointWhileJoinerEntryAboveRows(t *testing.T) {
+	settings := node.Settings{Model: model.LogisticRegression, MaxFeature: 4, Optimizer: model.SGD,
+		LearningRate: 0.5, Staleness: 1, Codec: "raw", Factors: node.FactorsOff, Iterations: 100}
+	ids := []string{testPeer(t, 1).String() + "/0", testPeer(t, 2).String() + "/0"}
+	shard := []dataset.Row{{Label: 1, Keys: []uint64{0, 2}, Values: []float32{1, 0.5}}, {Label: 0, Keys: []uint64{1, 3}, Values: []float32{1, 2}}}
+	newNode := func(id string, start *node.Snapshot) *node.Syncer {
+		t.Helper()
+		mdl, opt, cdc, err := settings.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := node.Config{ID: id, Members: ids, Model: mdl, Optimizer: opt, Codec: cdc, Staleness: settings.Staleness,
+			Iterations: settings.Iterations, BatchSize: 1, Seed: 1, Shard: shard, Start: start}
+		if start != nil {
+			cfg.Members = nil
+		}
+		n, err := node.NewSyncer(cfg, node.SyncConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a, b := newNode(ids[0], nil), newNode(ids[1], nil)
+	for range 3 {
+		for _, n := range []*node.Syncer{a, b} {
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, m := range a.Ready().Messages {
+			b.Receive(ids[0], m.Data)
+		}
+		for _, m := range b.Ready().Messages {
+			a.Receive(ids[1], m.Data)
+		}
+	}
+	joiner := testPeer(t, 3).String() + "/1"
+	entry := a.Node.Snapshot().Clock + 1 // admitted by a donor one row ahead
+	a.AddMember(joiner, entry)
+	rows := a.Node.Snapshot() // what the run command checkpoints
+	i := slices.IndexFunc(rows.Members, func(m node.MemberEntry) bool { return m.ID == joiner })
+	if i < 0 || rows.Members[i].Entry != entry || rows.Members[i].High != entry || rows.Clock != entry-1 {
+		t.Fatalf("rows at clock %d list the joiner as %+v, want entry and high %d", rows.Clock, rows.Members, entry)
+	}
+	dir := t.TempDir()
+	state := &State{Mesh: "m", Member: ids[0], Settings: settings, Clock: a.Clock(), Rows: &rows, Optimizer: a.Config().Optimizer.State()}
+	if err := Save(dir, state); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Rows.Members, rows.Members) || got.Rows.Clock != rows.Clock {
+		t.Fatalf("read back rows at %d with %+v, want %d with %+v", got.Rows.Clock, got.Rows.Members, rows.Clock, rows.Members)
+	}
+	restarted := newNode(testPeer(t, 1).String()+"/1", got.Rows)
+	if restarted.VectorClock().Get(joiner) != entry {
+		t.Fatalf("a node started from the checkpoint holds the joiner at %d, want its entry %d", restarted.VectorClock().Get(joiner), entry)
+	}
 }

@@ -28,7 +28,7 @@
 // All integers in the header are big-endian:
 //
 //	magic     8 bytes   "SKMCKPT\n"
-//	version   uint32    2
+//	version   uint32    3
 //	length    uint64    number of body bytes
 //	body      msgpack   see below
 //	checksum  32 bytes  SHA-256 of magic, version, length and body
@@ -42,7 +42,8 @@
 //
 // A decoded checkpoint is validated as Save validates what it writes: a
 // mesh name, a member id of the form "<peer id>/<incarnation>", a
-// rows' clock at most the node's clock, member entries inside the rows'
-// clock, and an optimizer state of the settings' optimizer that fits the
+// rows' clock at most the node's clock, member entries that a node can
+// start from (node.Snapshot.CheckMembers: a member admitted above the rows
+// has High = Entry), and an optimizer state of the settings' optimizer that fits the
 // rows (Adam moments as long as the view, SGD without any).
 package checkpoint

@@ -117,14 +117,25 @@ type TrafficStats struct {
 	// (Limits.SendQueueBytes); SendFailures those whose stream could not be
 	// opened or whose write failed or timed out.
 	SendDropped uint64
+	// InboxDropped counts arrived messages dropped because the inbox held
+	// Limits.InboxBytes already.
+	InboxDropped uint64
 }
 
 // Host is a libp2p host speaking the update protocol.
 type Host struct {
-	h     host.Host
-	log   *slog.Logger
-	inbox chan Inbound
-	shape func(to string) LinkShape
+	h   host.Host
+	log *slog.Logger
+	// Stream readers put arrivals on arrived, within inboxLimit bytes
+	// (inboxBytes counts them until the node takes them); deliver hands
+	// them on to inbox, which the node reads.
+	arrived    chan Inbound
+	inbox      chan Inbound
+	inboxBytes atomic.Int64
+	inboxLimit int64
+	// lastInboxWarn (unix nanoseconds) rate-limits reports of inbox drops.
+	lastInboxWarn atomic.Int64
+	shape         func(to string) LinkShape
 	// maxMessage bounds an inbound message; rate limits each peer's.
 	maxMessage int
 	rate       *rateLimiter
@@ -143,12 +154,15 @@ type Host struct {
 	senders map[peer.ID]*sender
 	closed  bool
 	wg      sync.WaitGroup
-	// shutdown is closed by Close, releasing stream readers blocked on inbox.
+	// shutdown is closed by Close, releasing stream readers blocked on inbox;
+	// ctx is cancelled with it, ending the senders' stream opens.
 	shutdown chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
 
 	bytesSent, msgsSent, bytesRecv, msgsRecv, sendFailures, badStreams atomic.Uint64
 	oversized, truncated, throttled, throttledNanos, panics            atomic.Uint64
-	sendDropped                                                        atomic.Uint64
+	sendDropped, inboxDropped                                          atomic.Uint64
 }
 
 // NewHost starts a libp2p host with TCP, Noise and yamux that listens on
@@ -235,10 +249,15 @@ func Wrap(h host.Host, logger *slog.Logger) *Host {
 }
 
 func newHost(h host.Host, logger *slog.Logger, limits Limits) *Host {
+	ctx, cancel := context.WithCancel(context.Background())
 	mh := &Host{
+		ctx:          ctx,
+		cancel:       cancel,
 		h:            h,
 		log:          logger.With("peer", shortID(h.ID())),
-		inbox:        make(chan Inbound, 1024),
+		arrived:      make(chan Inbound, 1024),
+		inbox:        make(chan Inbound),
+		inboxLimit:   int64(limits.InboxBytes),
 		senders:      map[peer.ID]*sender{},
 		shutdown:     make(chan struct{}),
 		maxMessage:   limits.MaxMessageBytes,
@@ -247,7 +266,63 @@ func newHost(h host.Host, logger *slog.Logger, limits Limits) *Host {
 		writeTimeout: limits.WriteTimeout,
 	}
 	h.SetStreamHandler(UpdateProtocol, mh.handleStream)
+	h.Network().Notify(&network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) { mh.disconnected(c.RemotePeer()) }})
+	go mh.deliver()
 	return mh
+}
+
+// deliver hands arrivals to the node in order, and releases their bytes
+// from the inbox's budget once the node has taken them.
+func (m *Host) deliver() {
+	for {
+		select {
+		case in := <-m.arrived:
+			select {
+			case m.inbox <- in:
+				m.inboxBytes.Add(-int64(len(in.Data)))
+			case <-m.shutdown:
+				return
+			}
+		case <-m.shutdown:
+			return
+		}
+	}
+}
+
+// admitToInbox reserves room for n bytes in the inbox's budget; it reports
+// false, and counts the message dropped, when there is none.
+func (m *Host) admitToInbox(from peer.ID, n int) bool {
+	if m.inboxBytes.Add(int64(n)) <= m.inboxLimit {
+		return true
+	}
+	m.inboxBytes.Add(-int64(n))
+	dropped := m.inboxDropped.Add(1)
+	now := time.Now().UnixNano()
+	if last := m.lastInboxWarn.Load(); now-last >= int64(failureLogEvery) && m.lastInboxWarn.CompareAndSwap(last, now) {
+		m.log.Warn("inbox full: dropping arriving updates until the node catches up",
+			"from", shortID(from), "bytes", n, "limit_bytes", m.inboxLimit, "dropped_total", dropped)
+	}
+	return false
+}
+
+// disconnected drops the link record of a peer whose connection closed,
+// unless the host sends to it (a member's): peers that are not members
+// must not grow the book, whoever connects.
+func (m *Host) disconnected(p peer.ID) {
+	m.mu.Lock()
+	_, sending := m.senders[p]
+	m.mu.Unlock()
+	if !sending {
+		m.dropLink(p)
+	}
+}
+
+// dropLink forgets what the host knows of its link with p.
+func (m *Host) dropLink(p peer.ID) {
+	m.links.mu.Lock()
+	delete(m.links.peers, p)
+	delete(m.links.warned, p)
+	m.links.mu.Unlock()
 }
 
 // ID returns the host's peer id as a member id.
@@ -292,6 +367,7 @@ func (m *Host) Traffic() TrafficStats {
 		ThrottledSeconds: time.Duration(m.throttledNanos.Load()).Seconds(),
 		Panics:           m.panics.Load(),
 		SendDropped:      m.sendDropped.Load(),
+		InboxDropped:     m.inboxDropped.Load(),
 	}
 }
 
@@ -355,8 +431,9 @@ func (m *Host) writeDeadline(n int) time.Duration {
 
 // Forget drops what is queued for peer p: p's member left or was declared
 // dead, so nothing more goes to it and its link's failures are neither
-// retried nor reported. The paths the link took stay on record (Links), for
-// the run's report. A later Send to p starts afresh.
+// retried nor reported. The paths the link took stay on record (Links)
+// while p is connected; once it is not, its record is dropped. A later
+// Send to p starts afresh.
 func (m *Host) Forget(p peer.ID) {
 	m.mu.Lock()
 	if s := m.senders[p]; s != nil {
@@ -364,6 +441,10 @@ func (m *Host) Forget(p peer.ID) {
 		delete(m.senders, p)
 	}
 	m.mu.Unlock()
+	if m.h.Network().Connectedness(p) != network.Connected {
+		m.dropLink(p)
+		return
+	}
 	m.links.mu.Lock()
 	if l := m.links.peers[p]; l != nil {
 		l.FailingSince = time.Time{}
@@ -372,22 +453,43 @@ func (m *Host) Forget(p peer.ID) {
 	m.links.mu.Unlock()
 }
 
-// Close stops the senders and the libp2p host.
+// closeWait bounds how long Close waits for the senders once the libp2p
+// host is closed; they return at once then, so this only guards against a
+// transport that does not fail a blocked write when its connection closes.
+const closeWait = 2 * time.Second
+
+// Close stops the senders and the libp2p host, and returns within a few
+// seconds whatever peers do: it closes the libp2p host first, which closes
+// every connection and so fails any write blocked on a peer that stopped
+// reading, and only then joins the senders, with a bounded wait. What was
+// queued and not yet written is lost, as it is when a node stops.
 func (m *Host) Close() error {
 	m.mu.Lock()
 	if !m.closed {
 		close(m.shutdown)
+		m.cancel()
 	}
 	m.closed = true
 	for _, s := range m.senders {
 		s.stop()
 	}
 	m.mu.Unlock()
-	m.wg.Wait()
 	if m.reach != nil {
 		m.reach.close()
 	}
 	err := m.h.Close()
+	joined := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(joined)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-joined:
+	case <-t.C:
+		m.log.Warn("closing: update senders still running", "waited", closeWait)
+	}
 	if m.rcmgr != nil {
 		if cerr := m.rcmgr.Close(); err == nil {
 			err = cerr
@@ -440,9 +542,13 @@ func (m *Host) handleStream(s network.Stream) {
 				return
 			}
 		}
+		if !m.admitToInbox(from, len(data)) {
+			continue
+		}
 		select {
-		case m.inbox <- Inbound{From: from.String(), Data: data}:
+		case m.arrived <- Inbound{From: from.String(), Data: data}:
 		case <-m.shutdown:
+			m.inboxBytes.Add(-int64(len(data)))
 			_ = s.Reset()
 			return
 		}
@@ -621,7 +727,15 @@ func (s *sender) loop() {
 				break
 			}
 			if wait := time.Until(q.due); wait > 0 {
-				time.Sleep(wait)
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-s.host.shutdown:
+					t.Stop()
+				}
+				if s.stopped() {
+					break
+				}
 			}
 			var err error
 			stream, err = s.write(stream, q.data)
@@ -663,7 +777,7 @@ func (s *sender) write(stream network.Stream, data []byte) (network.Stream, erro
 			stream = nil
 		}
 		if stream == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(s.host.ctx, 10*time.Second)
 			// Relayed connections may be limited (relay v2); updates go
 			// over them all the same.
 			ctx = network.WithAllowLimitedConn(ctx, "sketchmesh updates")
@@ -688,6 +802,11 @@ func (s *sender) write(stream network.Stream, data []byte) (network.Stream, erro
 			_ = stream.Reset()
 			stream = nil
 			lastErr = fmt.Errorf("write: %w", err)
+			if s.stopped() {
+				// Closed or forgotten: a second attempt would only wait
+				// on the same peer again.
+				return nil, lastErr
+			}
 			continue
 		}
 		s.host.bytesSent.Add(uint64(len(data) + lengthPrefix))

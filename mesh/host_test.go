@@ -139,8 +139,8 @@ func TestForgetDropsQueueAndLink(t *testing.T) {
 	// The sender stops after the message it was writing, if any.
 	failures := a.Traffic().SendFailures
 	time.Sleep(200 * time.Millisecond)
-	if l := a.Links()[bid]; !l.Direct || !l.FailingSince.IsZero() {
-		t.Errorf("link record of a forgotten peer: %+v; want its direct path, not failing", l)
+	if l, ok := a.Links()[bid]; ok {
+		t.Errorf("link record of a forgotten peer that is gone: %+v; want none", l)
 	}
 	if got := a.Traffic().SendFailures; got != failures {
 		t.Errorf("send failures went on after Forget: %d, then %d", failures, got)
@@ -217,5 +217,162 @@ func TestWriteTimesOutOnAPeerThatDoesNotRead(t *testing.T) {
 	}
 	if got := handled.Load(); got < 2 {
 		t.Fatalf("%d update streams opened; a blocked one was not given up", got)
+	}
+}
+
+// Issue 14, defect 7: Close used to stop and join the senders before it
+// closed the libp2p host, so a sender blocked writing to a peer that had
+// stopped reading held Close for its whole write deadline, twice (17.5 s
+// here, with a 1 s deadline and a 512 KiB message; about half an hour with
+// the defaults and a 64 MiB one). Close now returns within a few seconds
+// whatever the peer does, with every sender joined.
+func TestCloseReturnsWhileAPeerDoesNotRead(t *testing.T) {
+	a, err := NewHost(HostConfig{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Limits: Limits{WriteTimeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newTestHost(t)
+	release := make(chan struct{})
+	defer close(release)
+	var handled atomic.Int32
+	b.Libp2p().SetStreamHandler(UpdateProtocol, func(s network.Stream) {
+		handled.Add(1)
+		<-release // never reads
+		_ = s.Reset()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.Libp2p().ID(), Addrs: b.Libp2p().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	// Far more than a yamux stream's window: the write blocks, with a
+	// deadline of 1 s + 8 s.
+	a.Send(b.ID(), make([]byte, 512<<10))
+	for handled.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the update stream never opened")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the write is now blocked
+	a.mu.Lock()
+	s := a.senders[b.Libp2p().ID()]
+	a.mu.Unlock()
+	if !s.busy() {
+		t.Fatal("the sender is not writing")
+	}
+	start := time.Now()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Close took %v with a peer that does not read, want under 5 s", took)
+	}
+	// Had Close given up waiting, the sender would stay blocked for
+	// seconds more.
+	joined := make(chan struct{})
+	go func() { a.wg.Wait(); close(joined) }()
+	select {
+	case <-joined:
+	case <-time.After(time.Second):
+		t.Fatal("Close returned with a sender still running")
+	}
+	if got := handled.Load(); got != 1 {
+		t.Fatalf("%d update streams opened, want 1 (no retry once closed)", got)
+	}
+	a.Send(b.ID(), []byte("after close")) // a no-op, not a new sender
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.senders) != 1 {
+		t.Fatalf("%d senders after a Send on a closed host", len(a.senders))
+	}
+}
+
+// The inbox holds at most Limits.InboxBytes of arrivals the node has not
+// taken: past it messages are dropped and counted, in arrival order the
+// rest are delivered, and what the node takes frees room again.
+func TestInboxByteBudget(t *testing.T) {
+	a := newTestHost(t)
+	b, err := NewHost(HostConfig{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Limits: Limits{MaxMessageBytes: 256 << 10, InboxBytes: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.Libp2p().ID(), Addrs: b.Libp2p().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 200<<10) }
+	for i := range 10 {
+		a.Send(b.ID(), msg(i))
+	}
+	eventually(t, "b read all ten messages", func() bool { return b.Traffic().MessagesReceived == 10 })
+	// 5 × 200 KiB fit in 1 MiB, a sixth does not.
+	if got := b.Traffic().InboxDropped; got != 5 {
+		t.Fatalf("%d messages dropped, want 5", got)
+	}
+	for i := range 5 {
+		select {
+		case in := <-b.Inbox():
+			if !bytes.Equal(in.Data, msg(i)) {
+				t.Fatalf("message %d holds %d bytes of %d", i, len(in.Data), in.Data[0])
+			}
+		case <-ctx.Done():
+			t.Fatalf("only %d messages delivered", i)
+		}
+	}
+	eventually(t, "the inbox's budget freed once the node took everything", func() bool { return b.inboxBytes.Load() == 0 })
+	a.Send(b.ID(), msg(10))
+	select {
+	case in := <-b.Inbox():
+		if !bytes.Equal(in.Data, msg(10)) {
+			t.Fatal("a message sent after the inbox drained arrived changed")
+		}
+	case <-ctx.Done():
+		t.Fatal("nothing delivered after the inbox drained")
+	}
+	if got := b.Traffic().InboxDropped; got != 5 {
+		t.Fatalf("%d messages dropped in all, want 5", got)
+	}
+	if err := (Limits{MaxMessageBytes: 1 << 20, InboxBytes: 1 << 19}).Validate(); err == nil {
+		t.Fatal("an inbox smaller than one message was accepted")
+	}
+}
+
+// A peer the host does not send to (not a member's) leaves no link record
+// once it disconnects; a member's stays.
+func TestLinkRecordsOfDepartedNonMembersDropped(t *testing.T) {
+	a, member, other := newTestHost(t), newTestHost(t), newTestHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, h := range []*Host{member, other} {
+		if err := h.Connect(ctx, peer.AddrInfo{ID: a.Libp2p().ID(), Addrs: a.Libp2p().Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		h.Send(a.ID(), []byte("hello"))
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		<-a.Inbox()
+	}
+	a.Send(member.ID(), []byte("to a member"))
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*Host{member, other} {
+		if l := a.Links()[h.Libp2p().ID()]; !l.Direct {
+			t.Fatalf("no direct link record of %s: %+v", h.ID(), l)
+		}
+	}
+	_ = member.Close()
+	_ = other.Close()
+	eventually(t, "the non-member's link record dropped", func() bool {
+		_, ok := a.Links()[other.Libp2p().ID()]
+		return !ok
+	})
+	if _, ok := a.Links()[member.Libp2p().ID()]; !ok {
+		t.Fatal("the member's link record was dropped while the host still sends to it")
 	}
 }

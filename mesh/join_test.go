@@ -250,11 +250,13 @@ func TestJoinReplyWrongFields(t *testing.T) {
 		{Name: "member as a CID", Want: "not in its canonical form", Data: wiretest.Replaced(ps, 6, partOf("", func(w *wire.Writer) { w.String(peer.ToCid(fixedPeer(1)).String()) }).Data)},
 		{Name: "member too many addrs", Want: "addrs has 33 entries, limit 32", Data: wiretest.Replaced(ps, 7, partOf("", func(w *wire.Writer) { w.Strings(make([]string, 33)) }).Data)},
 		{Name: "snapshot clock negative", Want: "snapshot clock is negative", Data: set(ps, "snapshot", func(w *wire.Writer) {
-			w.Array(4)
+			w.Array(6)
+			w.Uint(2) // snapshot version
 			w.Int(-1)
 			w.Floats(nil)
 			w.Array(0)
 			w.Bin(node.EncodeEnvelope(nil))
+			w.Array(0)
 		})},
 		{Name: "snapshot view NaN", Want: "snapshot view[0] is NaN", Data: set(ps, "snapshot", func(w *wire.Writer) {
 			s := *p.Snapshot

@@ -291,6 +291,12 @@ type Limits struct {
 	// message's time at 64 KiB/s (default 10 s). A peer that stops reading
 	// has its stream reset, instead of holding its queue for ever.
 	WriteTimeout time.Duration
+	// InboxBytes caps the bytes of the messages that arrived and wait for
+	// the node to take them (default 256 MiB, at least MaxMessageBytes).
+	// Past it arriving messages are dropped and counted
+	// (TrafficStats.InboxDropped); their senders' updates are pulled again
+	// when they are missed.
+	InboxBytes int
 }
 
 // DefaultLimits returns the limits a Host uses when HostConfig.Limits is
@@ -309,6 +315,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.UpdateStreamsPerPeer, 4)
 	def(&l.MaxMessageBytes, node.MaxEnvelopeBytes)
 	def(&l.SendQueueBytes, 128<<20)
+	def(&l.InboxBytes, max(256<<20, l.MaxMessageBytes))
 	if l.WriteTimeout == 0 {
 		l.WriteTimeout = 10 * time.Second
 	}
@@ -341,6 +348,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("limits: update rates must be finite and > 0, got %v messages/s and %v bytes/s", l.UpdateMessagesPerSecond, l.UpdateBytesPerSecond)
 	case l.SendQueueBytes < 0 || l.WriteTimeout < 0:
 		return fmt.Errorf("limits: send queue bytes and write timeout must be >= 0 (0 = default), got %d bytes and %v", l.SendQueueBytes, l.WriteTimeout)
+	case l.InboxBytes < l.MaxMessageBytes:
+		return fmt.Errorf("limits: inbox bytes must be at least the max message bytes %d (0 = default), got %d", l.MaxMessageBytes, l.InboxBytes)
 	}
 	return nil
 }

@@ -58,6 +58,11 @@ type Snapshot struct {
 	// Pending are the frames of updates above Clock that the donor holds;
 	// the joiner applies them through Receive.
 	Pending []Update
+	// Refused names the updates of Pending whose signature verified but
+	// whose content the donor refused (see sign.go): the joiner marks them
+	// heard and relays them, and applies nothing of them, whatever its own
+	// screen would say.
+	Refused []UpdateID
 }
 
 // ErrSnapshot is wrapped by errors about a snapshot that does not fit.

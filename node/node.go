@@ -245,7 +245,13 @@ type Node struct {
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
-	stats     Stats
+	// refused holds the updates above the committed rows whose content
+	// this node refused, or its donor did (see sign.go).
+	refused map[UpdateID]bool
+	// lastOwn is the update the last Train made, frame and signature, as
+	// its next hops receive it; the Syncer keeps it for retransmission.
+	lastOwn Update
+	stats   Stats
 	// joinedAt is the clock a node started from a snapshot began at; left
 	// holds the last clock of members that left (see Leave), and leaving
 	// those of them still waited for.
@@ -329,6 +335,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Start != nil {
 		if err := n.start(cfg.Start); err != nil {
 			return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
+		}
+		for _, id := range cfg.Start.Refused {
+			n.markRefused(id)
 		}
 	}
 	return n, nil
@@ -550,6 +559,10 @@ func (n *Node) accept(u Update) string {
 	if reason := n.verify(u); reason != "" {
 		return reason
 	}
+	if n.refused[UpdateID{Origin: u.Origin, Clock: u.Clock}] {
+		n.skip(u)
+		return RejectMarkedRefused
+	}
 	decoded, reason := n.decode(u.Frame)
 	if reason == "" {
 		decoded, reason = n.screen().check(decoded, len(n.committed), n.cfg.Auth != nil)
@@ -756,8 +769,9 @@ func (n *Node) reject(reason string) { n.stats.Rejected[reason]++ }
 // HasReady reports whether messages are queued for Ready.
 func (n *Node) HasReady() bool { return len(n.outbox) > 0 }
 
-// Ready returns the messages queued since the last call: one envelope per
-// next hop, batching every update due to it.
+// Ready returns the messages queued since the last call: per next hop, the
+// updates due to it batched in as few envelopes as hold them within
+// MaxEnvelopeBytes, which every receiver refuses to exceed.
 func (n *Node) Ready() Ready {
 	if len(n.outbox) == 0 {
 		return Ready{}
@@ -769,10 +783,11 @@ func (n *Node) Ready() Ready {
 	slices.Sort(hops)
 	rd := Ready{Messages: make([]Message, 0, len(hops))}
 	for _, h := range hops {
-		data := EncodeEnvelope(n.outbox[h])
-		rd.Messages = append(rd.Messages, Message{To: h, Data: data})
-		n.stats.MessagesSent++
-		n.stats.BytesSent += uint64(len(data))
+		for _, data := range encodeEnvelopes(n.outbox[h], MaxEnvelopeBytes) {
+			rd.Messages = append(rd.Messages, Message{To: h, Data: data})
+			n.stats.MessagesSent++
+			n.stats.BytesSent += uint64(len(data))
+		}
 	}
 	clear(n.outbox)
 	return rd

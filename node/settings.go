@@ -183,10 +183,19 @@ func ReadSettings(r *wire.Reader) (Settings, error) {
 	return s, err
 }
 
-// WriteTo appends the snapshot to w as one msgpack array; its pending
-// updates travel as one envelope.
+// snapshotVersion is the snapshot format's version. Version 1 (four fields,
+// without a version number) had no marks of refused updates.
+const snapshotVersion = 2
+
+// WriteTo appends the snapshot to w as one msgpack array:
+//
+//	[version uint, clock uint, view, members, pending bin, refused]
+//	member:  [id str, live bool, entry uint, high uint, [ahead uint...], left bool, last uint]
+//	pending: an envelope (EncodeEnvelope)
+//	refused: [[origin str, clock uint]...], each naming a pending update
 func (s *Snapshot) WriteTo(w *wire.Writer) {
-	w.Array(4)
+	w.Array(6)
+	w.Uint(snapshotVersion)
 	w.Uint(s.Clock)
 	w.Floats(s.View)
 	w.Array(len(s.Members))
@@ -204,16 +213,28 @@ func (s *Snapshot) WriteTo(w *wire.Writer) {
 		w.Uint(m.Last)
 	}
 	w.Bin(EncodeEnvelope(s.Pending))
+	w.Array(len(s.Refused))
+	for _, id := range s.Refused {
+		w.Array(2)
+		w.String(id.Origin)
+		w.Uint(id.Clock)
+	}
 }
 
 // ReadSnapshot reads a snapshot written by Snapshot.WriteTo. It checks the
 // shape only; Config.Start checks that it fits the model.
 func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
-	if err := r.Fields("snapshot", 4); err != nil {
+	if err := r.Fields("snapshot", 6); err != nil {
 		return nil, err
 	}
+	ver, err := r.Uint("snapshot version")
+	if err != nil {
+		return nil, err
+	}
+	if ver != snapshotVersion {
+		return nil, fmt.Errorf("%w: snapshot version %d, this build reads version %d", wire.ErrMalformed, ver, snapshotVersion)
+	}
 	s := &Snapshot{}
-	var err error
 	if s.Clock, err = r.Uint("snapshot clock"); err != nil {
 		return nil, err
 	}
@@ -269,5 +290,72 @@ func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
 	if s.Pending, err = DecodeEnvelope(env); err != nil {
 		return nil, fmt.Errorf("snapshot pending: %w", err)
 	}
+	if s.Refused, err = readRefused(r, s.Pending); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// CheckMembers checks what a snapshot says of its members against its rows'
+// clock, by the rules a node started from it applies (Config.Start): every
+// member has an id, listed once; Entry <= High; High at most the rows'
+// clock, or equal to Entry for a member admitted above the rows (nothing of
+// it is in them: a donor admits a joiner at its own rows' clock, which may
+// be ahead of this node's); Ahead clocks in (High, Clock]. A checkpoint is
+// held to the same rules, so that whatever a node snapshots it can save
+// and start from again.
+func (s *Snapshot) CheckMembers() error {
+	seen := make(map[string]bool, len(s.Members))
+	for _, m := range s.Members {
+		switch {
+		case m.ID == "":
+			return fmt.Errorf("%w: a member has an empty id", ErrSnapshot)
+		case seen[m.ID]:
+			return fmt.Errorf("%w: member %q is listed twice", ErrSnapshot, m.ID)
+		case m.Entry > m.High:
+			return fmt.Errorf("%w: member %q holds up to %d, below its entry clock %d", ErrSnapshot, m.ID, m.High, m.Entry)
+		case m.High > max(s.Clock, m.Entry):
+			return fmt.Errorf("%w: member %q holds up to %d, above the rows' clock %d and its entry %d", ErrSnapshot, m.ID, m.High, s.Clock, m.Entry)
+		}
+		seen[m.ID] = true
+		for _, c := range m.Ahead {
+			if c <= m.High || c > s.Clock {
+				return fmt.Errorf("%w: member %q lists clock %d outside (%d, %d]", ErrSnapshot, m.ID, c, m.High, s.Clock)
+			}
+		}
+	}
+	return nil
+}
+
+// readRefused reads a snapshot's marks of refused updates: at most one per
+// pending update, each naming one of them.
+func readRefused(r *wire.Reader, pending []Update) ([]UpdateID, error) {
+	// An entry takes at least 3 bytes: array header, origin header, clock.
+	n, err := r.Array("snapshot refused", 3)
+	if err != nil {
+		return nil, err
+	}
+	if n > len(pending) {
+		return nil, fmt.Errorf("%w: snapshot marks %d updates refused, it carries %d", wire.ErrMalformed, n, len(pending))
+	}
+	carried := make(map[UpdateID]bool, len(pending))
+	for _, u := range pending {
+		carried[UpdateID{Origin: u.Origin, Clock: u.Clock}] = true
+	}
+	out := make([]UpdateID, n)
+	for i := range out {
+		if err := r.Fields("refused update", 2); err != nil {
+			return nil, err
+		}
+		if out[i].Origin, err = r.String("refused origin", maxOriginBytes); err != nil {
+			return nil, err
+		}
+		if out[i].Clock, err = r.Uint("refused clock"); err != nil {
+			return nil, err
+		}
+		if !carried[out[i]] {
+			return nil, fmt.Errorf("%w: snapshot marks %s's update %d refused and does not carry it", wire.ErrMalformed, out[i].Origin, out[i].Clock)
+		}
+	}
+	return out, nil
 }

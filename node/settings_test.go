@@ -35,6 +35,7 @@ func testSnapshot() *Snapshot {
 			{Origin: "node-01", Clock: 44, Frame: []byte{1, 2, 3}},
 			{Origin: "node-00", Clock: 43, Frame: []byte{}, Sig: bytes.Repeat([]byte{7}, 64)},
 		},
+		Refused: []UpdateID{{Origin: "node-01", Clock: 44}},
 	}
 }
 
@@ -76,12 +77,13 @@ func sameFloats(a, b []float64) bool {
 // sameSnapshot compares snapshots value by value; a nil slice and an
 // empty one are the same.
 func sameSnapshot(a, b *Snapshot) bool {
-	if a.Clock != b.Clock || !sameFloats(a.View, b.View) || len(a.Members) != len(b.Members) || len(a.Pending) != len(b.Pending) {
+	if a.Clock != b.Clock || !sameFloats(a.View, b.View) || len(a.Members) != len(b.Members) || len(a.Pending) != len(b.Pending) ||
+		!slices.Equal(a.Refused, b.Refused) {
 		return false
 	}
 	for i, m := range a.Members {
 		o := b.Members[i]
-		if m.ID != o.ID || m.Live != o.Live || m.High != o.High || !slices.Equal(m.Ahead, o.Ahead) || m.Left != o.Left || m.Last != o.Last {
+		if m.ID != o.ID || m.Live != o.Live || m.Entry != o.Entry || m.High != o.High || !slices.Equal(m.Ahead, o.Ahead) || m.Left != o.Left || m.Last != o.Last {
 			return false
 		}
 	}
@@ -157,6 +159,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if u := got.Pending[1]; u.Origin != "node-00" || u.Clock != 43 || len(u.Frame) != 0 || len(u.Sig) != 64 {
 		t.Fatalf("pending update 1 read as %+v", u)
 	}
+	if !slices.Equal(got.Refused, []UpdateID{{Origin: "node-01", Clock: 44}}) {
+		t.Fatalf("refused marks read as %v", got.Refused)
+	}
 }
 
 // partOf is the part called name that write writes.
@@ -185,7 +190,8 @@ func settingsParts(s Settings) []wiretest.Part {
 
 func snapshotParts(s *Snapshot) []wiretest.Part {
 	ps := []wiretest.Part{
-		partOf("snapshot", func(w *wire.Writer) { w.Array(4) }),
+		partOf("snapshot", func(w *wire.Writer) { w.Array(6) }),
+		partOf("snapshot version", func(w *wire.Writer) { w.Uint(snapshotVersion) }),
 		partOf("snapshot clock", func(w *wire.Writer) { w.Uint(s.Clock) }),
 		partOf("snapshot view", func(w *wire.Writer) { w.Floats(s.View) }),
 		partOf("snapshot members", func(w *wire.Writer) { w.Array(len(s.Members)) }),
@@ -205,7 +211,16 @@ func snapshotParts(s *Snapshot) []wiretest.Part {
 			partOf("member left", func(w *wire.Writer) { w.Bool(m.Left) }),
 			partOf("member last clock", func(w *wire.Writer) { w.Uint(m.Last) }))
 	}
-	return append(ps, partOf("snapshot pending", func(w *wire.Writer) { w.Bin(EncodeEnvelope(s.Pending)) }))
+	ps = append(ps,
+		partOf("snapshot pending", func(w *wire.Writer) { w.Bin(EncodeEnvelope(s.Pending)) }),
+		partOf("snapshot refused", func(w *wire.Writer) { w.Array(len(s.Refused)) }))
+	for _, id := range s.Refused {
+		ps = append(ps,
+			partOf("refused update", func(w *wire.Writer) { w.Array(2) }),
+			partOf("refused origin", func(w *wire.Writer) { w.String(id.Origin) }),
+			partOf("refused clock", func(w *wire.Writer) { w.Uint(id.Clock) }))
+	}
+	return ps
 }
 
 func decodeSettingsErr(data []byte) error { _, err := readSettings(data); return err }
@@ -270,13 +285,24 @@ func TestSnapshotWrongFields(t *testing.T) {
 	}
 	ms := wiretest.WrongParts(ps)
 	gap := slices.IndexFunc(ps, func(p wiretest.Part) bool { return p.Name == "member gap" })
+	at := func(name string) int {
+		return slices.IndexFunc(ps, func(p wiretest.Part) bool { return p.Name == name })
+	}
+	set := func(name string, write func(w *wire.Writer)) []byte {
+		return wiretest.Set(ps, name, partOf(name, write).Data)
+	}
 	ms = append(ms, []wiretest.Mutant{
-		{Name: "three fields", Want: "snapshot has 3 fields, want 4", Data: wiretest.Replaced(ps, 0, []byte{0x93})},
-		{Name: "member with six fields", Want: "snapshot member has 6 fields, want 7", Data: wiretest.Replaced(ps, 4, []byte{0x96})},
-		{Name: "view NaN", Want: "snapshot view[1] is NaN", Data: wiretest.Replaced(ps, 2, partOf("", func(w *wire.Writer) { w.Floats([]float64{0, math.NaN()}) }).Data)},
-		{Name: "negative clock", Want: "snapshot clock is negative", Data: wiretest.Replaced(ps, 1, []byte{0xff})},
+		{Name: "four fields (version 1)", Want: "snapshot has 4 fields, want 6", Data: wiretest.Replaced(ps, 0, []byte{0x94})},
+		{Name: "version 1", Want: "snapshot version 1, this build reads version 2", Data: set("snapshot version", func(w *wire.Writer) { w.Uint(1) })},
+		{Name: "member with six fields", Want: "snapshot member has 6 fields, want 7", Data: wiretest.Replaced(ps, at("snapshot member"), []byte{0x96})},
+		{Name: "view NaN", Want: "snapshot view[1] is NaN", Data: set("snapshot view", func(w *wire.Writer) { w.Floats([]float64{0, math.NaN()}) })},
+		{Name: "negative clock", Want: "snapshot clock is negative", Data: wiretest.Replaced(ps, at("snapshot clock"), []byte{0xff})},
 		{Name: "negative gap", Want: "member gap is negative", Data: wiretest.Replaced(ps, gap, []byte{0xd0, 0x80})},
-		{Name: "long member id", Want: "member id claims 257 bytes", Data: wiretest.Replaced(ps, 5, partOf("", func(w *wire.Writer) { w.String(strings.Repeat("x", maxOriginBytes+1)) }).Data)},
+		{Name: "long member id", Want: "member id claims 257 bytes", Data: wiretest.Replaced(ps, at("member id"), partOf("", func(w *wire.Writer) { w.String(strings.Repeat("x", maxOriginBytes+1)) }).Data)},
+		{Name: "refused update not carried", Want: "snapshot marks node-01's update 45 refused and does not carry it", Data: set("refused clock", func(w *wire.Writer) { w.Uint(45) })},
+		{Name: "more marks than pending updates", Want: "snapshot marks 3 updates refused, it carries 2",
+			Data: append(wiretest.Replaced(ps, at("snapshot refused"), []byte{0x93}), bytes.Repeat(partOf("", func(w *wire.Writer) { w.Array(2); w.String("node-01"); w.Uint(44) }).Data, 2)...)},
+		{Name: "long refused origin", Want: "refused origin claims 257 bytes", Data: set("refused origin", func(w *wire.Writer) { w.String(strings.Repeat("x", maxOriginBytes+1)) })},
 	}...)
 	wiretest.CheckRefused(t, ms, wire.ErrMalformed, decodeSnapshotErr)
 	wiretest.CheckRefused(t, wiretest.HostileParts(ps), wire.ErrMalformed, decodeSnapshotErr)
@@ -294,7 +320,7 @@ func TestSnapshotWrongFields(t *testing.T) {
 		"envelope origin bin32":   {0x92, 0x01, 0x91, 0x93, 0xc6, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0},
 		"envelope trailing bytes": append(EncodeEnvelope(nil), 0),
 	} {
-		bad := wiretest.Replaced(ps, len(ps)-1, partOf("", func(w *wire.Writer) { w.Bin(env) }).Data)
+		bad := wiretest.Set(ps, "snapshot pending", partOf("", func(w *wire.Writer) { w.Bin(env) }).Data)
 		_, err := readSnapshot(bad)
 		if !errors.Is(err, ErrBadEnvelope) || !strings.Contains(err.Error(), "snapshot pending") {
 			t.Errorf("%s: error %v, want ErrBadEnvelope naming the snapshot's pending updates", name, err)
@@ -306,7 +332,8 @@ func TestSnapshotWrongFields(t *testing.T) {
 // their elements are.
 func TestSnapshotOverLimits(t *testing.T) {
 	w := wire.NewWriter()
-	w.Array(4)
+	w.Array(6)
+	w.Uint(snapshotVersion)
 	w.Uint(1)
 	w.Floats(nil)
 	w.Array(MaxMembers + 1)
@@ -321,7 +348,8 @@ func TestSnapshotOverLimits(t *testing.T) {
 	// A view over MaxParams cannot be sent in less than a GiB; its header
 	// is refused for the limit as well as for the missing bytes.
 	w = wire.NewWriter()
-	w.Array(4)
+	w.Array(6)
+	w.Uint(snapshotVersion)
 	w.Uint(1)
 	view := []byte{0xc6, 0, 0, 0, 0}
 	view[1], view[2], view[3], view[4] = 0x40, 0, 0, 8 // (MaxParams+1)*8 bytes
@@ -335,7 +363,8 @@ func TestSnapshotOverLimits(t *testing.T) {
 // input cannot hold is refused on those grounds.
 func TestSnapshotClaimsCheckedAgainstInput(t *testing.T) {
 	w := wire.NewWriter()
-	w.Array(4)
+	w.Array(6)
+	w.Uint(snapshotVersion)
 	w.Uint(1)
 	w.Floats(nil)
 	w.Array(3)
@@ -344,7 +373,8 @@ func TestSnapshotClaimsCheckedAgainstInput(t *testing.T) {
 		t.Fatalf("error %v, want the member claim refused", err)
 	}
 	w = wire.NewWriter()
-	w.Array(4)
+	w.Array(6)
+	w.Uint(snapshotVersion)
 	w.Uint(1)
 	w.Floats(nil)
 	w.Array(1)
@@ -428,4 +458,44 @@ func FuzzReadSnapshot(f *testing.F) {
 			t.Fatalf("snapshot changed in a round trip: %+v, then %+v", s, again)
 		}
 	})
+}
+
+// Issue 14, defect 8: what a snapshot may say of its members is one rule,
+// CheckMembers, which checkpoints apply and which agrees with what a node
+// started from the snapshot accepts; a member admitted above the rows
+// (High = Entry > Clock) is valid.
+func TestSnapshotCheckMembersAgreesWithStart(t *testing.T) {
+	nodes, _ := newSyncersWith(t, 1, SyncConfig{}, func(c *Config) { c.Staleness, c.Iterations = 1, 10 })
+	base := nodes[0].Config()
+	for _, c := range []struct {
+		name   string
+		member MemberEntry
+		valid  bool
+	}{
+		{"within the rows", MemberEntry{ID: "x", Live: true, High: 9, Ahead: []uint64{11, 12}}, true},
+		{"admitted above the rows", MemberEntry{ID: "x", Live: true, Entry: 13, High: 13}, true},
+		{"admitted at the rows", MemberEntry{ID: "x", Live: true, Entry: 12, High: 12}, true},
+		{"high above the rows", MemberEntry{ID: "x", Live: true, High: 13}, false},
+		{"high above an entry above the rows", MemberEntry{ID: "x", Live: true, Entry: 13, High: 14}, false},
+		{"entry above high", MemberEntry{ID: "x", Live: true, Entry: 5, High: 4}, false},
+		{"ahead at high", MemberEntry{ID: "x", Live: true, High: 9, Ahead: []uint64{9}}, false},
+		{"ahead above the rows", MemberEntry{ID: "x", Live: true, High: 9, Ahead: []uint64{13}}, false},
+		{"no id", MemberEntry{Live: true, High: 3}, false},
+	} {
+		snap := &Snapshot{Clock: 12, View: make([]float64, base.Model.NumParams()), Members: []MemberEntry{{ID: "node-00", Live: true, High: 12}, c.member}}
+		checked := snap.CheckMembers()
+		cfg := base
+		cfg.ID, cfg.Members, cfg.Start = "joiner", nil, snap
+		_, started := New(cfg)
+		if (checked == nil) != c.valid || (started == nil) != c.valid {
+			t.Errorf("%s: CheckMembers says %v, starting from it %v; want valid %v", c.name, checked, started, c.valid)
+		}
+		if checked != nil && !errors.Is(checked, ErrSnapshot) {
+			t.Errorf("%s: %v does not wrap ErrSnapshot", c.name, checked)
+		}
+	}
+	twice := &Snapshot{Clock: 1, Members: []MemberEntry{{ID: "x", High: 1}, {ID: "x", High: 1}}}
+	if err := twice.CheckMembers(); err == nil || !strings.Contains(err.Error(), `member "x" is listed twice`) {
+		t.Errorf("a member listed twice: %v", err)
+	}
 }

@@ -29,6 +29,13 @@ import (
 // left waiting either; each of them checks it again and refuses it too.
 // Without an Authenticator nothing proves who made an update, so a refused
 // one is simply dropped (a forger must not be able to censor the real one).
+//
+// Whether content is refused can depend on the node's history (the norm
+// bound is relative to the updates it accepted), and a joiner has none. So
+// a node remembers which updates above its rows it refused, a snapshot
+// carries the mark with their frames (Snapshot.Refused), and a node started
+// from it treats a marked update as refused: heard, relayed, not applied
+// (RejectMarkedRefused), so that no member applies what its donor refused.
 
 // Authenticator signs a node's own updates and verifies other members'.
 // The key of a member id is the driver's business (package mesh derives it
@@ -118,6 +125,7 @@ func (n *Node) sendOwn(t uint64, frame []byte, decoded codec.Sparse) error {
 		u.Sig = sig
 	}
 	n.screen().own(decoded, len(n.committed))
+	n.lastOwn = u
 	n.route(u)
 	return nil
 }
@@ -128,26 +136,33 @@ func (n *Node) skip(u Update) {
 	if n.cfg.Auth == nil || !n.vc.Add(u.Origin, u.Clock) {
 		return
 	}
+	n.markRefused(UpdateID{Origin: u.Origin, Clock: u.Clock})
 	n.route(u)
 }
 
-// ownSig returns the signature of the node's own update of clock, as
-// queued in the outbox, or signs the frame again when no next hop holds it
-// (a deterministic signer such as Ed25519 gives the same bytes).
-func (n *Node) ownSig(clock uint64, frame []byte) []byte {
-	if n.cfg.Auth == nil {
-		return nil
-	}
-	for _, ups := range n.outbox {
-		for i := len(ups) - 1; i >= 0; i-- {
-			if ups[i].Origin == n.cfg.ID && ups[i].Clock == clock {
-				return ups[i].Sig
-			}
+// RejectMarkedRefused counts updates a node's starting snapshot marked as
+// refused by its donor (Snapshot.Refused): they are heard and relayed, and
+// nothing of them is applied.
+const RejectMarkedRefused = "marked_refused"
+
+// markRefused remembers that update id was refused, for the snapshots this
+// node gives (see Syncer.Snapshot). Only updates above the committed rows
+// travel in a snapshot's Pending, so marks at or below them are dropped.
+func (n *Node) markRefused(id UpdateID) {
+	for r := range n.refused {
+		if r.Clock <= n.committedClock {
+			delete(n.refused, r)
 		}
 	}
-	sig, err := n.cfg.Auth.Sign(n.cfg.ID, clock, frame)
-	if err != nil {
-		return nil
+	if id.Clock <= n.committedClock {
+		return
 	}
-	return sig
+	if n.refused == nil {
+		n.refused = map[UpdateID]bool{}
+	}
+	n.refused[id] = true
 }
+
+// Refused reports whether the node refused update id (or was told by its
+// donor that it was refused) and the update is above the committed rows.
+func (n *Node) Refused(id UpdateID) bool { return n.refused[id] }

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/wire"
 )
 
 // macAuth is a test Authenticator: each member's "key" is a secret every
@@ -406,5 +408,72 @@ func TestSignedTrainingMatchesUnsigned(t *testing.T) {
 	}
 	if !sameFloats(run(macAuth{mesh: "m"}), run(nil)) {
 		t.Fatal("signing changed the trained model")
+	}
+}
+
+// pendingOf returns the values of origin's update of clock that n holds
+// pending (applied but not committed), nil when it holds none.
+func pendingOf(n *Node, origin string, clock uint64) []float32 {
+	for _, p := range n.pending[clock] {
+		if p.origin == origin {
+			return p.u.Values
+		}
+	}
+	return nil
+}
+
+// Issue 14, defect 5: a validly signed update every member refused for its
+// norm travels in a snapshot's Pending frames, and a joiner, which has no
+// norm history, used to apply it (key 1 += 1e6 at the joiner only). The
+// snapshot marks it refused, the mark survives the wire format, and the
+// joiner marks it heard without applying it, and passes the mark on.
+func TestJoinerDoesNotApplyRefusedUpdate(t *testing.T) {
+	auth := macAuth{mesh: "m"}
+	nodes, ids := newSyncersWith(t, 2, SyncConfig{}, func(c *Config) {
+		c.Staleness, c.Iterations, c.Auth = 1, 1000, auth
+	})
+	a, m := nodes[0], nodes[1]
+	pn := newPartitionNet(t, nodes)
+	for range 3 {
+		pn.round()
+	}
+	c := m.Clock() + 1
+	poison := signed(auth, ids[1], c, rawFrame(t, []uint64{1, 2}, []float32{1e6, -1e6}))
+	a.Receive(ids[1], EncodeEnvelope([]Update{poison}))
+	if got := a.Stats().Rejected[RejectNorm]; got != 1 || !a.VectorClock().Has(ids[1], c) {
+		t.Fatalf("a refused %d updates for their norm and holds m's clock %d: %v; want 1 and heard",
+			got, c, a.VectorClock().Has(ids[1], c))
+	}
+	given := a.Snapshot()
+	if want := []UpdateID{{Origin: ids[1], Clock: c}}; !slices.Equal(given.Refused, want) {
+		t.Fatalf("the snapshot marks %v refused, want %v", given.Refused, want)
+	}
+	w := wire.NewWriter()
+	given.WriteTo(w)
+	snap, err := ReadSnapshot(wire.NewReader(w.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Pending) != 1 || snap.Pending[0].Clock != c || !slices.Equal(snap.Refused, given.Refused) {
+		t.Fatalf("read back pending %d updates and refused %v", len(snap.Pending), snap.Refused)
+	}
+	cfg := a.Config()
+	cfg.ID, cfg.Members, cfg.Start, cfg.Robust = "node-02", nil, snap, nil
+	j, err := NewSyncer(cfg, SyncConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Receive(ids[0], EncodeEnvelope(snap.Pending))
+	if got := j.Stats().Rejected; got[RejectMarkedRefused] != 1 || len(got) != 1 {
+		t.Fatalf("the joiner rejected %v, want one marked_refused", got)
+	}
+	if !j.VectorClock().Has(ids[1], c) {
+		t.Fatalf("the joiner does not count m's clock %d as heard", c)
+	}
+	if pa, pj := pendingOf(a.Node, ids[1], c), pendingOf(j.Node, ids[1], c); pa != nil || pj != nil {
+		t.Fatalf("m's update of clock %d is pending with values %v at the donor and %v at the joiner, want none at either", c, pa, pj)
+	}
+	if again := j.Snapshot(); !slices.Equal(again.Refused, given.Refused) {
+		t.Fatalf("the joiner's own snapshot marks %v refused, want %v", again.Refused, given.Refused)
 	}
 }

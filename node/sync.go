@@ -8,8 +8,6 @@ import (
 	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/sketchmesh/sketchmesh/codec"
 )
 
 // Retransmission ("sync").
@@ -37,6 +35,16 @@ import (
 //     a bounded batch of what it retains between the requester's entries
 //     and the clock the request asks up to.
 //
+// A request costs its sender a few bytes and may ask for everything, so
+// what a node answers is bounded whatever the request says: the clock asked
+// up to is clamped to what the node can hold (its own updates up to its
+// clock, others' up to the highest clock it accepts, History clocks above
+// the requester's entry), and the answers queued for one requester between
+// two calls of Ready hold at most MaxReplyBytes of updates (one update more
+// when a single one is larger); requests past that budget are dropped and
+// counted (RejectSyncBudget), and the requester asks again later. Ready
+// splits what it sends a peer into envelopes within MaxEnvelopeBytes.
+//
 // Resent updates are applied through the normal path, so the rules of
 // Receive (membership, duplicates, clock bounds, frame checks) hold for them
 // unchanged: a resend can never make an update apply twice.
@@ -62,6 +70,10 @@ const (
 
 // RejectBadSync counts sync requests that do not parse, in Stats.Rejected.
 const RejectBadSync = "bad_sync"
+
+// RejectSyncBudget counts sync requests dropped because the answers queued
+// for their sender since the last Ready already hold MaxReplyBytes.
+const RejectSyncBudget = "sync_budget"
 
 // ErrBadSync is wrapped by every sync decoding error.
 var ErrBadSync = errors.New("bad sync request")
@@ -203,7 +215,8 @@ type SyncConfig struct {
 	// nowhere else), and for every origin while any member is down in its
 	// view. Default 4096.
 	History int
-	// MaxReplyBytes bounds the frame bytes of one answer to a request; the
+	// MaxReplyBytes bounds the bytes of the updates (as encoded in an
+	// envelope) answered to one requester between two calls of Ready; the
 	// requester asks again for the rest. Default 1 MiB.
 	MaxReplyBytes int
 	// Fanout is how many laggards one SyncRequest asks; repeated calls
@@ -275,8 +288,7 @@ type retained struct {
 // sync requests. Like Node, it is owned by one goroutine.
 type Syncer struct {
 	*Node
-	sc      SyncConfig
-	capture *captureCodec
+	sc SyncConfig
 	// logs[i] holds the frames kept of members[i], sorted by clock; index
 	// maps a member to i.
 	logs  [][]retained
@@ -291,34 +303,15 @@ type Syncer struct {
 	syncStats SyncStats
 	fresh     []int
 	proto     protocol
-}
-
-// captureCodec remembers what the node encoded during one Train. A Syncer
-// finds its own frame in the outbox, where Train queues it for every next
-// hop; with no live next hop it falls back on this record, which is the
-// frame itself when the codec ran once (an update sent as one codec frame).
-type captureCodec struct {
-	codec.Codec
-	last  []byte
-	calls int
-}
-
-func (c *captureCodec) Encode(dst []byte, u codec.Sparse) ([]byte, error) {
-	out, err := c.Codec.Encode(dst, u)
-	c.last = out
-	c.calls++
-	return out, err
+	// replied holds, per requester, the bytes of the answers queued for it
+	// since the last Ready; MaxReplyBytes means its budget is spent.
+	replied map[string]int
 }
 
 // NewSyncer returns a node core for cfg with retransmission tuned by sc.
 func NewSyncer(cfg Config, sc SyncConfig) (*Syncer, error) {
 	if err := sc.fill(cfg.Staleness); err != nil {
 		return nil, err
-	}
-	var capture *captureCodec
-	if cfg.Codec != nil {
-		capture = &captureCodec{Codec: cfg.Codec}
-		cfg.Codec = capture
 	}
 	n, err := New(cfg)
 	if err != nil {
@@ -328,7 +321,7 @@ func NewSyncer(cfg Config, sc SyncConfig) (*Syncer, error) {
 	for i, m := range n.members {
 		index[m] = i
 	}
-	s := &Syncer{Node: n, sc: sc, capture: capture, logs: make([][]retained, len(n.members)), index: index}
+	s := &Syncer{Node: n, sc: sc, logs: make([][]retained, len(n.members)), index: index, replied: map[string]int{}}
 	s.initProtocol()
 	return s, nil
 }
@@ -398,7 +391,8 @@ func (s *Syncer) updateDegraded() {
 
 // Snapshot returns the node's committed rows for a joiner (see
 // Node.Snapshot), with the frames it keeps of updates above them, so the
-// joiner need not fetch those from their origins.
+// joiner need not fetch those from their origins, and the marks of those
+// it refused.
 func (s *Syncer) Snapshot() Snapshot {
 	snap := s.Node.Snapshot()
 	for _, m := range s.members {
@@ -409,6 +403,9 @@ func (s *Syncer) Snapshot() Snapshot {
 		for _, r := range s.logs[i] {
 			if r.clock > snap.Clock {
 				snap.Pending = append(snap.Pending, Update{Origin: m, Clock: r.clock, Frame: r.frame, Sig: r.sig})
+				if id := (UpdateID{Origin: m, Clock: r.clock}); s.refused[id] {
+					snap.Refused = append(snap.Refused, id)
+				}
 			}
 		}
 	}
@@ -472,24 +469,18 @@ func repeated(updates []Update, fresh []int, k int) bool {
 	return false
 }
 
-// Train runs one local iteration (see Node.Train) and keeps its frame.
+// Train runs one local iteration (see Node.Train) and keeps its frame and
+// signature, which the core hands over whether or not any next hop is live.
 func (s *Syncer) Train() error {
 	if s.proto.leaving {
 		return ErrGateClosed
 	}
 	s.observeRound()
-	if s.capture != nil {
-		s.capture.last, s.capture.calls = nil, 0
-	}
 	if err := s.Node.Train(); err != nil {
 		return err
 	}
-	if f := s.ownFrame(); f != nil {
-		s.retain(s.cfg.ID, s.clock, f, s.ownSig(s.clock, f))
-	}
-	if s.capture != nil {
-		s.capture.last = nil
-	}
+	u := s.lastOwn
+	s.retain(u.Origin, u.Clock, u.Frame, u.Sig)
 	return nil
 }
 
@@ -501,32 +492,6 @@ func (s *Syncer) CanTrain() bool { return !s.proto.leaving && s.Node.CanTrain() 
 func (s *Syncer) HasReady() bool {
 	p := &s.proto
 	return s.Node.HasReady() || len(p.bcast) > 0 || len(p.direct) > 0 || len(p.events) > 0
-}
-
-// Ready returns what the driver must do: the envelopes and sync answers
-// queued since the last call (see Node.Ready), and the membership
-// protocol's messages, broadcasts and events.
-func (s *Syncer) Ready() Ready {
-	rd := s.Node.Ready()
-	s.takeProtocolOutput(&rd)
-	return rd
-}
-
-// ownFrame returns the frame of the update Train just made.
-func (s *Syncer) ownFrame() []byte {
-	// Every hop's queue holds the same Update value, so whichever the map
-	// yields first gives the same frame.
-	for _, ups := range s.outbox {
-		for i := len(ups) - 1; i >= 0; i-- {
-			if ups[i].Origin == s.cfg.ID && ups[i].Clock == s.clock {
-				return ups[i].Frame
-			}
-		}
-	}
-	if s.capture != nil && s.capture.calls == 1 {
-		return s.capture.last
-	}
-	return nil
 }
 
 // retain keeps frame as origin's update of clock and drops what the
@@ -565,7 +530,8 @@ func (s *Syncer) retain(origin string, clock uint64, frame, sig []byte) {
 
 // handleSync answers a sync request by queueing, for the requester, the
 // retained updates it asks for: per origin, the clocks above its entry and
-// at most Upto, oldest first, within MaxReplyBytes.
+// at most the clamped Upto (syncLimit), oldest first, within what is left of
+// the requester's budget for this round (see Ready).
 func (s *Syncer) handleSync(from string, data []byte) {
 	req, err := DecodeSync(data)
 	if err != nil {
@@ -576,28 +542,63 @@ func (s *Syncer) handleSync(from string, data []byte) {
 		s.reject(RejectNotMember)
 		return
 	}
+	used := s.replied[from]
+	if used >= s.sc.MaxReplyBytes {
+		s.reject(RejectSyncBudget)
+		return
+	}
 	s.syncStats.RequestsServed++
-	limit := req.Upto
-	budget, sent := s.sc.MaxReplyBytes, 0
+	defer func() { s.replied[from] = used }()
 	for _, e := range req.Have {
 		i, ok := s.index[e.Origin]
 		if !ok {
 			continue
 		}
+		limit := s.syncLimit(e, req.Upto)
 		log := s.logs[i]
 		j, _ := slices.BinarySearchFunc(log, e.Clock+1, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
 		for ; j < len(log) && log[j].clock <= limit; j++ {
-			f := log[j].frame
-			if len(f) > budget && sent > 0 {
+			u := Update{Origin: e.Origin, Clock: log[j].clock, Frame: log[j].frame, Sig: log[j].sig}
+			size := updateWireBytes(u)
+			// One update larger than the whole budget still goes, alone,
+			// or it could never be fetched.
+			if used+size > s.sc.MaxReplyBytes && used > 0 {
+				used = s.sc.MaxReplyBytes
 				return
 			}
-			budget -= len(f)
-			sent++
-			s.outbox[from] = append(s.outbox[from], Update{Origin: e.Origin, Clock: log[j].clock, Frame: f, Sig: log[j].sig})
+			used += size
+			s.outbox[from] = append(s.outbox[from], u)
 			s.syncStats.UpdatesResent++
-			s.syncStats.ResentBytes += uint64(len(f))
+			s.syncStats.ResentBytes += uint64(len(u.Frame))
 		}
 	}
+}
+
+// syncLimit clamps the clock a request asks up to for entry e to what a
+// requester can be missing of e's origin that this node can hold: its own
+// updates exist up to its clock, another origin's are accepted up to
+// acceptBound, and no origin's are kept for more than History clocks.
+func (s *Syncer) syncLimit(e SyncEntry, upto uint64) uint64 {
+	held := s.acceptBound()
+	if e.Origin == s.cfg.ID {
+		held = s.clock
+	}
+	limit := min(upto, held)
+	if span := uint64(s.sc.History); e.Clock <= ^uint64(0)-span {
+		limit = min(limit, e.Clock+span)
+	}
+	return limit
+}
+
+// Ready returns what the driver must do: the envelopes and sync answers
+// queued since the last call (see Node.Ready), and the membership
+// protocol's messages, broadcasts and events. It starts a new round of
+// answer budgets.
+func (s *Syncer) Ready() Ready {
+	clear(s.replied)
+	rd := s.Node.Ready()
+	s.takeProtocolOutput(&rd)
+	return rd
 }
 
 // SyncRequest returns what a node stuck at its gate (or, having run all its

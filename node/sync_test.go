@@ -476,3 +476,124 @@ func TestSyncRoutesAroundADeadLink(t *testing.T) {
 	}
 	t.Fatalf("stuck: a at %d, b at %d, c at %d", nodes[0].Clock(), nodes[1].Clock(), nodes[2].Clock())
 }
+
+// wireBytes is the size of the updates of the envelopes msgs carry.
+func wireBytes(t *testing.T, msgs []Message) (total int, ups []Update) {
+	t.Helper()
+	for _, m := range msgs {
+		got, err := DecodeEnvelope(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range got {
+			total += updateWireBytes(u)
+		}
+		ups = append(ups, got...)
+	}
+	return total, ups
+}
+
+// Issue 14, defect 6 (b): a 21-byte request asking for everything used to
+// be answered with every retained frame, and each further request before
+// one Ready added as much again to one envelope. The answers queued for a
+// requester between two Ready calls now hold at most MaxReplyBytes of
+// updates, filled as far as the next update allows; further requests of
+// the round are dropped and counted, and the next round has a new budget.
+func TestSyncAnswerBudgetPerRound(t *testing.T) {
+	const budget = 64 << 10
+	nodes, ids := newSyncers(t, 2, 1, 300, SyncConfig{MaxReplyBytes: budget})
+	a := nodes[0]
+	pn := newPartitionNet(t, nodes)
+	for range 200 {
+		pn.round()
+	}
+	a.Ready()
+	req := EncodeSync(SyncMessage{Upto: ^uint64(0), Have: []SyncEntry{{Origin: ids[0], Clock: 0}}})
+	if len(req) != 20+len(ids[0]) {
+		t.Fatalf("the request takes %d bytes, want %d", len(req), 20+len(ids[0]))
+	}
+	for round := range 2 {
+		for range 6 {
+			a.Receive(ids[1], req)
+		}
+		total, ups := wireBytes(t, a.Ready().Messages)
+		own := a.logs[a.index[ids[0]]]
+		if len(ups) == 0 || len(ups) >= len(own) {
+			t.Fatalf("round %d: answered %d of %d retained updates", round, len(ups), len(own))
+		}
+		next := Update{Origin: ids[0], Clock: own[len(ups)].clock, Frame: own[len(ups)].frame}
+		if total > budget || total+updateWireBytes(next) <= budget {
+			t.Fatalf("round %d: answered %d bytes of updates; want at most %d, and the next update (%d bytes) past it",
+				round, total, budget, updateWireBytes(next))
+		}
+		if got := clocksOf(ups); got[0] != 1 || got[len(got)-1] != uint64(len(got)) {
+			t.Fatalf("round %d: answered clocks %d..%d, want 1..%d", round, got[0], got[len(got)-1], len(got))
+		}
+		if got := a.Stats().Rejected[RejectSyncBudget]; got != uint64(5*(round+1)) {
+			t.Fatalf("round %d: %d requests dropped for the budget, want %d", round, got, 5*(round+1))
+		}
+	}
+}
+
+// Issue 14, defect 6 (a): the clock a request asks up to is clamped to what
+// the answering node can hold of the origin and to History clocks above
+// the requester's entry, whatever the request says.
+func TestSyncLimitClamped(t *testing.T) {
+	nodes, ids := newSyncers(t, 2, 2, 100, SyncConfig{History: 16})
+	a := nodes[0]
+	pn := newPartitionNet(t, nodes)
+	for range 40 {
+		pn.round()
+	}
+	if a.Clock() != 40 {
+		t.Fatalf("a at clock %d, want 40", a.Clock())
+	}
+	for _, c := range []struct {
+		e          SyncEntry
+		upto, want uint64
+	}{
+		{SyncEntry{ids[0], 30}, ^uint64(0), 40},     // a's own: up to its clock
+		{SyncEntry{ids[1], 30}, ^uint64(0), 40 + 3}, // b's: up to what a accepts, clock + s + 1
+		{SyncEntry{ids[1], 0}, ^uint64(0), 16},      // History clocks above the entry
+		{SyncEntry{ids[0], 0}, 5, 5},                // a smaller ask stands
+		{SyncEntry{ids[1], ^uint64(0) - 3}, ^uint64(0), 43},
+	} {
+		if got := a.syncLimit(c.e, c.upto); got != c.want {
+			t.Errorf("entry %v up to %d: limit %d, want %d", c.e, c.upto, got, c.want)
+		}
+	}
+}
+
+// Issue 14, defect 6 (c): Ready never hands the driver an envelope over
+// MaxEnvelopeBytes, which every receiver would drop: 66 MiB of answers to
+// one peer go in two envelopes, in order.
+func TestReadySplitsAtEnvelopeLimit(t *testing.T) {
+	nodes, ids := newSyncers(t, 3, 4, 10, SyncConfig{MaxReplyBytes: 128 << 20})
+	a := nodes[0]
+	a.PeerDown(ids[1]) // while b is down, a keeps all of b's frames it has
+	const frame = 22 << 20
+	for c := uint64(1); c <= 3; c++ {
+		a.retain(ids[1], c, bytes.Repeat([]byte{byte(c)}, frame), nil)
+	}
+	a.Receive(ids[2], EncodeSync(SyncMessage{Upto: 3, Have: []SyncEntry{{Origin: ids[1], Clock: 0}}}))
+	msgs := a.Ready().Messages
+	var clocks []uint64
+	for _, m := range msgs {
+		if m.To != ids[2] || len(m.Data) > MaxEnvelopeBytes {
+			t.Fatalf("a message of %d bytes to %s, want at most %d to %s", len(m.Data), m.To, MaxEnvelopeBytes, ids[2])
+		}
+		ups, err := DecodeEnvelope(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range ups {
+			if len(u.Frame) != frame || u.Frame[0] != byte(u.Clock) {
+				t.Fatalf("update %d arrived with a frame of %d bytes", u.Clock, len(u.Frame))
+			}
+		}
+		clocks = append(clocks, clocksOf(ups)...)
+	}
+	if len(msgs) != 2 || !slices.Equal(clocks, []uint64{1, 2, 3}) {
+		t.Fatalf("%d envelopes holding clocks %v, want 2 holding 1..3", len(msgs), clocks)
+	}
+}

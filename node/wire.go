@@ -21,6 +21,12 @@ type Update struct {
 	Sig []byte
 }
 
+// UpdateID names one update: its origin and clock.
+type UpdateID struct {
+	Origin string
+	Clock  uint64
+}
+
 // wireVersion is the envelope format version.
 const wireVersion = 1
 
@@ -68,6 +74,91 @@ func EncodeEnvelope(updates []Update) []byte {
 		}
 	}
 	return buf.Bytes()
+}
+
+// encodeEnvelopes writes updates, in order, as envelopes of at most limit
+// bytes each, filling each before it starts the next. An update too large
+// for any envelope travels alone (its receivers refuse it, as they would
+// any oversized message).
+func encodeEnvelopes(updates []Update, limit int) [][]byte {
+	var out [][]byte
+	start, size := 0, 0
+	for i, u := range updates {
+		us := updateWireBytes(u)
+		if i > start && envelopeHeaderBytes(i-start+1)+size+us > limit {
+			out = append(out, EncodeEnvelope(updates[start:i]))
+			start, size = i, 0
+		}
+		size += us
+	}
+	return append(out, EncodeEnvelope(updates[start:]))
+}
+
+// envelopeHeaderBytes is the size of an envelope's header for count
+// updates: its array header, the version and the update list's header.
+func envelopeHeaderBytes(count int) int {
+	return 1 + 1 + arrayHeaderBytes(count)
+}
+
+// updateWireBytes is the exact size of u in an envelope (see
+// EncodeEnvelope).
+func updateWireBytes(u Update) int {
+	n := 1 + strHeaderBytes(len(u.Origin)) + len(u.Origin) + uintBytes(u.Clock) + binHeaderBytes(len(u.Frame)) + len(u.Frame)
+	if u.Frame == nil {
+		n-- // written as msgpack nil, one byte
+	}
+	if len(u.Sig) > 0 {
+		n += binHeaderBytes(len(u.Sig)) + len(u.Sig)
+	}
+	return n
+}
+
+// The sizes of msgpack headers and unsigned integers, as msgpack/v5 writes
+// them (the smallest form that holds the value).
+func arrayHeaderBytes(n int) int {
+	switch {
+	case n < 16:
+		return 1
+	case n <= 0xffff:
+		return 3
+	}
+	return 5
+}
+
+func strHeaderBytes(n int) int {
+	switch {
+	case n < 32:
+		return 1
+	case n <= 0xff:
+		return 2
+	case n <= 0xffff:
+		return 3
+	}
+	return 5
+}
+
+func binHeaderBytes(n int) int {
+	switch {
+	case n <= 0xff:
+		return 2
+	case n <= 0xffff:
+		return 3
+	}
+	return 5
+}
+
+func uintBytes(v uint64) int {
+	switch {
+	case v <= 0x7f:
+		return 1
+	case v <= 0xff:
+		return 2
+	case v <= 0xffff:
+		return 3
+	case v <= 0xffffffff:
+		return 5
+	}
+	return 9
 }
 
 // DecodeEnvelope parses a network message. It never reflect-decodes: every

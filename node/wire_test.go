@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -107,4 +108,74 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			}
 		}
 	})
+}
+
+// updateWireBytes and envelopeHeaderBytes are the exact sizes EncodeEnvelope
+// writes, at every boundary of msgpack's header forms.
+func TestEnvelopeSizes(t *testing.T) {
+	var ups []Update
+	for _, origin := range []int{1, 31, 32, 255, 256} {
+		for _, clock := range []uint64{0, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0xffffffff, 1 << 32} {
+			for _, frame := range []int{0, 255, 256, 0xffff, 0x10000} {
+				for _, sig := range []int{0, 64, 300} {
+					ups = append(ups, Update{Origin: strings.Repeat("o", origin), Clock: clock,
+						Frame: make([]byte, frame), Sig: make([]byte, sig)})
+				}
+			}
+		}
+	}
+	for _, u := range ups {
+		if got, want := envelopeHeaderBytes(1)+updateWireBytes(u), len(EncodeEnvelope([]Update{u})); got != want {
+			t.Fatalf("origin %d bytes, clock %d, frame %d, sig %d: computed %d bytes, encoded %d",
+				len(u.Origin), u.Clock, len(u.Frame), len(u.Sig), got, want)
+		}
+	}
+	small := Update{Origin: "a", Clock: 1, Frame: []byte{}}
+	if nilFrame := (Update{Origin: "a", Clock: 1}); updateWireBytes(nilFrame) != len(EncodeEnvelope([]Update{nilFrame}))-envelopeHeaderBytes(1) {
+		t.Fatal("the size of an update with a nil frame is off")
+	}
+	for _, n := range []int{0, 15, 16, 0xffff, 0x10000} {
+		if got, want := envelopeHeaderBytes(n)+n*updateWireBytes(small), len(EncodeEnvelope(slices.Repeat([]Update{small}, n))); got != want {
+			t.Fatalf("%d updates: computed %d bytes, encoded %d", n, got, want)
+		}
+	}
+}
+
+// Issue 14, defect 6 (c): what a node sends a peer is split into envelopes
+// within the limit, filled in order; an update too large for any goes
+// alone.
+func TestEncodeEnvelopesWithinLimit(t *testing.T) {
+	u := func(clock uint64, frame int) Update {
+		return Update{Origin: "node-00", Clock: clock, Frame: make([]byte, frame)}
+	}
+	// Each update of a 100-byte frame takes 1+8+1+2+100 = 112 bytes, and an
+	// envelope of k < 16 of them 3 + 112k.
+	ups := []Update{u(1, 100), u(2, 100), u(3, 100), u(4, 100), u(5, 100)}
+	for _, c := range []struct {
+		limit int
+		sizes []int
+	}{
+		{3 + 5*112, []int{3 + 5*112}},
+		{3 + 5*112 - 1, []int{3 + 4*112, 3 + 112}},
+		{3 + 2*112, []int{3 + 2*112, 3 + 2*112, 3 + 112}},
+		{3 + 112, []int{115, 115, 115, 115, 115}},
+		{10, []int{115, 115, 115, 115, 115}}, // each too large: alone
+	} {
+		var sizes []int
+		var clocks []uint64
+		for _, env := range encodeEnvelopes(ups, c.limit) {
+			sizes = append(sizes, len(env))
+			got, err := DecodeEnvelope(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clocks = append(clocks, clocksOf(got)...)
+		}
+		if !slices.Equal(sizes, c.sizes) || !slices.Equal(clocks, []uint64{1, 2, 3, 4, 5}) {
+			t.Fatalf("limit %d: envelopes of %v bytes holding clocks %v, want %v bytes holding 1..5", c.limit, sizes, clocks, c.sizes)
+		}
+	}
+	if envs := encodeEnvelopes(nil, 100); len(envs) != 1 || len(envs[0]) != envelopeHeaderBytes(0) {
+		t.Fatalf("no updates: %d envelopes", len(envs))
+	}
 }
