@@ -57,7 +57,7 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
 	modelName := fs.String("model", "lr", "model whose gradients are measured: lr, svm, linear or softmax (softmax also measures sufficient factor frames)")
 	batch := fs.Float64("batch", 0.1, "mini-batch: a fraction of the data when below 1, else a row count")
-	codecs := fs.String("codecs", strings.Join(codec.Names(), ","), "codecs to measure, comma-separated")
+	codecs := fs.String("codecs", strings.Join(codec.Names(), ","), "codecs to measure, comma-separated; each a name with optional sketchml options, e.g. sketchml:layout=width (see codec.ParseSpec)")
 	seed := fs.Uint64("seed", 1, "seed of the mini-batch sampling")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the table")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -70,13 +70,13 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	var cdcs []codec.Codec
+	var cdcs []namedCodec
 	for _, n := range names {
-		c, err := codec.ByName(n)
+		c, err := codec.ParseSpec(n)
 		if err != nil {
 			return usageError{fmt.Errorf("--codecs: %w", err)}
 		}
-		cdcs = append(cdcs, c)
+		cdcs = append(cdcs, namedCodec{n, c})
 	}
 	if err := checkBatch(*batch); err != nil {
 		return err
@@ -102,7 +102,7 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	rep := codecBenchReport{Dataset: train.Name, Model: *modelName, Batch: rows, Points: points}
 	for _, c := range cdcs {
-		res, err := measureCodec(c, grads, factors)
+		res, err := measureCodec(c.name, c.codec, grads, factors)
 		if err != nil {
 			return err
 		}
@@ -186,17 +186,24 @@ func benchGradients(ctx context.Context, mdl *model.Model, train *dataset.Datase
 	return points, grads, factors, nil
 }
 
+// namedCodec is a codec with the specification it was selected by.
+type namedCodec struct {
+	name  string
+	codec codec.Codec
+}
+
 // measureCodec measures c on every gradient, timing encode and decode.
-func measureCodec(c codec.Codec, grads []codec.Sparse, factors []*sfb.Factors) (codecResult, error) {
-	r := codecResult{Name: c.Name()}
+func measureCodec(name string, c codec.Codec, grads []codec.Sparse, factors []*sfb.Factors) (codecResult, error) {
+	r := codecResult{Name: name}
 	var keyBytes int
 	var keyKnown = true
 	var encTime, decTime time.Duration
 	for i, g := range grads {
 		m, err := codec.Measure(c, g)
 		if err != nil {
-			return r, fmt.Errorf("%s: %w", c.Name(), err)
+			return r, fmt.Errorf("%s: %w", name, err)
 		}
+		m.Name = name
 		r.PerPoint = append(r.PerPoint, m)
 		r.Pairs += m.Pairs
 		r.Bytes += m.Bytes
@@ -216,7 +223,7 @@ func measureCodec(c codec.Codec, grads []codec.Sparse, factors []*sfb.Factors) (
 		if factors != nil {
 			frame, err := sfb.Encode(c, *factors[i])
 			if err != nil {
-				return r, fmt.Errorf("%s factors: %w", c.Name(), err)
+				return r, fmt.Errorf("%s factors: %w", name, err)
 			}
 			r.FactorBytes += len(frame)
 			if len(frame) < m.Bytes {
