@@ -1072,8 +1072,21 @@ func decodeSketchML(body []byte) (Sparse, error) {
 	if n == 0 {
 		return u, nil
 	}
-	// Pass one merges the lists into Keys and notes each key's list in the
-	// memory of Values; pass two replaces the list with the key's value.
+	spare := decodeBudget(frameLen) - sketchNeed(n, nb, nl, keyHuff, cellHuff, cellTableLen)
+	ok, err := decodeByBitmap(lists, queries, u, seed, s, spare)
+	if ok || err != nil {
+		return u, err
+	}
+	// The keys span too wide a range for a bitmap within the budget: decode
+	// the lists again and merge them. Pass one merges the lists into Keys
+	// and notes each key's list in the memory of Values; pass two replaces
+	// the list with the key's value.
+	for l := range lists {
+		ld := &lists[l]
+		if ld.count > 0 {
+			ld.keys.rewind()
+		}
+	}
 	ids := unsafe.Slice((*uint32)(unsafe.Pointer(&u.Values[0])), n)
 	if err := mergeLists(lists, u.Keys, ids); err != nil {
 		return Sparse{}, err
@@ -1093,6 +1106,97 @@ func decodeSketchML(body []byte) (Sparse, error) {
 		values[i] = q.vals[rank]
 	}
 	return u, nil
+}
+
+// decodeByBitmap decodes the key lists into u without merging them: each
+// list is decoded whole into its own stretch of u.Keys, a bitmap over the
+// keys' range (with a count of the keys below each 64-key word) gives each
+// key its place in sorted order, the key's value is written there, and the
+// sorted keys are read back off the bitmap. A key repeated across lists
+// sets a bit twice. It reports false, having written nothing that matters,
+// when the bitmap would take more than spare bytes.
+func decodeByBitmap(lists []listDecoder, queries []listQuery, u Sparse, seed uint64, rows int, spare int) (bool, error) {
+	keys, values := u.Keys, u.Values
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	at := 0
+	for l := range lists {
+		ld := &lists[l]
+		if ld.count == 0 {
+			continue
+		}
+		seg := keys[at : at+ld.count]
+		at += ld.count
+		if err := ld.keys.batch(seg); err != nil {
+			return false, fmt.Errorf("list %d: %w", l, err)
+		}
+		if err := ld.keys.finish(); err != nil {
+			return false, fmt.Errorf("list %d: %w", l, err)
+		}
+		// A list's keys ascend unless a gap wrapped past 2^64.
+		for i := 1; i < len(seg); i++ {
+			if seg[i] <= seg[i-1] {
+				return false, fmt.Errorf("%w: list %d: key %d follows key %d (keys out of order)", ErrCorrupt, l, seg[i], seg[i-1])
+			}
+		}
+		lo, hi = min(lo, seg[0]), max(hi, seg[len(seg)-1])
+	}
+	span := hi - lo
+	if span/64 >= uint64(spare)/16 {
+		return false, nil
+	}
+	words := int(span/64) + 1
+	if allocCost(8*words)+allocCost(4*words) > spare {
+		return false, nil
+	}
+	bitmap := make([]uint64, words)
+	for i, k := range keys {
+		off := k - lo
+		w, bit := off>>6, uint64(1)<<(off&63)
+		if bitmap[w]&bit != 0 {
+			return false, fmt.Errorf("%w: key %d is in two key lists", ErrCorrupt, keys[i])
+		}
+		bitmap[w] |= bit
+	}
+	below := make([]uint32, words)
+	count := uint32(0)
+	for w, b := range bitmap {
+		below[w] = count
+		count += uint32(bits.OnesCount64(b))
+	}
+	at = 0
+	for l := range lists {
+		ld := &lists[l]
+		if ld.count == 0 {
+			continue
+		}
+		seg := keys[at : at+ld.count]
+		at += ld.count
+		q := &queries[l]
+		width := uint32(len(q.vals))
+		for _, k := range seg {
+			rank := uint32(0)
+			if q.cells.nbits != 0 {
+				rank = q.cells.query(k, seed, rows)
+			}
+			if rank >= width {
+				return false, fmt.Errorf("%w: list %d: cell value %d exceeds group width %d", ErrCorrupt, l, rank, width)
+			}
+			off := k - lo
+			w := off >> 6
+			pos := below[w] + uint32(bits.OnesCount64(bitmap[w]&(uint64(1)<<(off&63)-1)))
+			values[pos] = q.vals[rank]
+		}
+	}
+	i := 0
+	for w, b := range bitmap {
+		base := lo + uint64(w)*64
+		for b != 0 {
+			keys[i] = base + uint64(bits.TrailingZeros64(b))
+			i++
+			b &= b - 1
+		}
+	}
+	return true, nil
 }
 
 // refill decodes the list's next batch and returns its first key.
