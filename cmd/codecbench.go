@@ -42,6 +42,22 @@ type codecResult struct {
 	FactorsSmaller int     `json:"factors_smaller,omitempty"`
 	// PerPoint has the measurement of each gradient.
 	PerPoint []codec.Measurement `json:"per_point"`
+	// perPointDecode is each gradient's decode rate, Mpairs/s.
+	perPointDecode []float64
+}
+
+// benchRow is one codec on one gradient, as --rows prints it.
+type benchRow struct {
+	Dataset       string  `json:"dataset"`
+	Model         string  `json:"model"`
+	Point         string  `json:"point"`
+	Codec         string  `json:"codec"`
+	Pairs         int     `json:"pairs"`
+	Bytes         int     `json:"bytes"`
+	RatioVs12B    float64 `json:"ratio_vs_12b"`
+	RelL2Error    float64 `json:"rel_l2_error"`
+	SignFlips     int     `json:"sign_flips"`
+	DecodeMPairsS float64 `json:"decode_mpairs_s"`
 }
 
 type codecBenchReport struct {
@@ -54,12 +70,13 @@ type codecBenchReport struct {
 
 func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("codec-bench", "codec-bench [flags]", "Measures every codec on real mini-batch gradients, taken at the first iteration and after 1, 5 and 20 epochs of single-node training.", stderr)
-	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
+	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz); with --rows, a comma-separated list of them")
 	modelName := fs.String("model", "lr", "model whose gradients are measured: lr, svm, linear or softmax (softmax also measures sufficient factor frames)")
 	batch := fs.Float64("batch", 0.1, "mini-batch: a fraction of the data when below 1, else a row count")
-	codecs := fs.String("codecs", strings.Join(codec.Names(), ","), "codecs to measure, comma-separated")
+	codecs := fs.String("codecs", strings.Join(codec.Names(), ","), "codecs to measure, comma-separated; each a name with optional sketchml options, e.g. sketchml:layout=width (see codec.ParseSpec)")
 	seed := fs.Uint64("seed", 1, "seed of the mini-batch sampling")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the table")
+	asRows := fs.Bool("rows", false, "print one JSON object per line for each codec on each gradient (dataset, point, codec, bytes, ratio, error, decode Mpairs/s) instead of the table")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -70,44 +87,45 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	var cdcs []codec.Codec
+	var cdcs []namedCodec
 	for _, n := range names {
-		c, err := codec.ByName(n)
+		c, err := codec.ParseSpec(n)
 		if err != nil {
 			return usageError{fmt.Errorf("--codecs: %w", err)}
 		}
-		cdcs = append(cdcs, c)
+		cdcs = append(cdcs, namedCodec{n, c})
 	}
 	if err := checkBatch(*batch); err != nil {
 		return err
 	}
-	train, err := dataset.Load(*data)
-	if err != nil {
-		return usageError{fmt.Errorf("--data: %w", err)}
-	}
-	mdl, err := testnet.NewModel(model.Kind(*modelName), 0, train)
-	if err != nil {
-		return usageError{err}
-	}
-	rows := int(*batch)
-	if *batch < 1 {
-		rows = max(1, int(math.Ceil(*batch*float64(len(train.Rows)))))
-	}
-	rows = min(rows, len(train.Rows))
-	fmt.Fprintf(stderr, "codec-bench: %s gradients on %s (%d rows, %d features), %d rows a batch\n", *modelName, train.Name, len(train.Rows), train.MaxFeature, rows)
-
-	points, grads, factors, err := benchGradients(ctx, mdl, train, rows, *seed)
-	if err != nil {
-		return err
-	}
-	rep := codecBenchReport{Dataset: train.Name, Model: *modelName, Batch: rows, Points: points}
-	for _, c := range cdcs {
-		res, err := measureCodec(c, grads, factors)
+	if *asRows {
+		sets, err := parseList("data", *data)
 		if err != nil {
 			return err
 		}
-		rep.Codecs = append(rep.Codecs, res)
+		enc := json.NewEncoder(stdout)
+		for _, set := range sets {
+			rep, err := benchDataset(ctx, set, *modelName, *batch, *seed, cdcs, stderr)
+			if err != nil {
+				return err
+			}
+			for _, c := range rep.Codecs {
+				for i, m := range c.PerPoint {
+					row := benchRow{Dataset: rep.Dataset, Model: rep.Model, Point: rep.Points[i].Label, Codec: c.Name, Pairs: m.Pairs,
+						Bytes: m.Bytes, RatioVs12B: m.RatioVs12B, RelL2Error: m.RelL2Error, SignFlips: m.SignFlips, DecodeMPairsS: c.perPointDecode[i]}
+					if err := enc.Encode(row); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
 	}
+	rep, err := benchDataset(ctx, *data, *modelName, *batch, *seed, cdcs, stderr)
+	if err != nil {
+		return err
+	}
+	points := rep.Points
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -125,8 +143,40 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(stdout, "  %-10s factors %d bytes, delta %d bytes; factors smaller at %d of %d points\n", r.Name, r.FactorBytes, r.Bytes, r.FactorsSmaller, len(points))
 		}
 	}
-	fmt.Fprintf(stdout, "\n%d gradients (%s), %d pairs in all, from %s\n", len(points), pointLabels(points), rep.Codecs[0].Pairs, train.Name)
+	fmt.Fprintf(stdout, "\n%d gradients (%s), %d pairs in all, from %s\n", len(points), pointLabels(points), rep.Codecs[0].Pairs, rep.Dataset)
 	return nil
+}
+
+// benchDataset measures every codec on the gradients of one data set.
+func benchDataset(ctx context.Context, data, modelName string, batch float64, seed uint64, cdcs []namedCodec, stderr io.Writer) (codecBenchReport, error) {
+	train, err := dataset.Load(data)
+	if err != nil {
+		return codecBenchReport{}, usageError{fmt.Errorf("--data: %w", err)}
+	}
+	mdl, err := testnet.NewModel(model.Kind(modelName), 0, train)
+	if err != nil {
+		return codecBenchReport{}, usageError{err}
+	}
+	rows := int(batch)
+	if batch < 1 {
+		rows = max(1, int(math.Ceil(batch*float64(len(train.Rows)))))
+	}
+	rows = min(rows, len(train.Rows))
+	fmt.Fprintf(stderr, "codec-bench: %s gradients on %s (%d rows, %d features), %d rows a batch\n", modelName, train.Name, len(train.Rows), train.MaxFeature, rows)
+
+	points, grads, factors, err := benchGradients(ctx, mdl, train, rows, seed)
+	if err != nil {
+		return codecBenchReport{}, err
+	}
+	rep := codecBenchReport{Dataset: train.Name, Model: modelName, Batch: rows, Points: points}
+	for _, c := range cdcs {
+		res, err := measureCodec(c.name, c.codec, grads, factors)
+		if err != nil {
+			return codecBenchReport{}, err
+		}
+		rep.Codecs = append(rep.Codecs, res)
+	}
+	return rep, nil
 }
 
 func pointLabels(ps []benchPoint) string {
@@ -186,17 +236,24 @@ func benchGradients(ctx context.Context, mdl *model.Model, train *dataset.Datase
 	return points, grads, factors, nil
 }
 
+// namedCodec is a codec with the specification it was selected by.
+type namedCodec struct {
+	name  string
+	codec codec.Codec
+}
+
 // measureCodec measures c on every gradient, timing encode and decode.
-func measureCodec(c codec.Codec, grads []codec.Sparse, factors []*sfb.Factors) (codecResult, error) {
-	r := codecResult{Name: c.Name()}
+func measureCodec(name string, c codec.Codec, grads []codec.Sparse, factors []*sfb.Factors) (codecResult, error) {
+	r := codecResult{Name: name}
 	var keyBytes int
 	var keyKnown = true
 	var encTime, decTime time.Duration
 	for i, g := range grads {
 		m, err := codec.Measure(c, g)
 		if err != nil {
-			return r, fmt.Errorf("%s: %w", c.Name(), err)
+			return r, fmt.Errorf("%s: %w", name, err)
 		}
+		m.Name = name
 		r.PerPoint = append(r.PerPoint, m)
 		r.Pairs += m.Pairs
 		r.Bytes += m.Bytes
@@ -213,10 +270,11 @@ func measureCodec(c codec.Codec, grads []codec.Sparse, factors []*sfb.Factors) (
 		}
 		encTime += enc
 		decTime += dec
+		r.perPointDecode = append(r.perPointDecode, float64(m.Pairs)/dec.Seconds()/1e6)
 		if factors != nil {
 			frame, err := sfb.Encode(c, *factors[i])
 			if err != nil {
-				return r, fmt.Errorf("%s factors: %w", c.Name(), err)
+				return r, fmt.Errorf("%s factors: %w", name, err)
 			}
 			r.FactorBytes += len(frame)
 			if len(frame) < m.Bytes {

@@ -18,7 +18,7 @@ func benchCodecs(tb testing.TB) []namedCodec {
 		cs = append(cs, namedCodec{n, c})
 	}
 	paper := DefaultSketchMLConfig()
-	paper.KeyCoding, paper.CellCoding = KeyCodingDeltaBinary, CellCodingPacked
+	paper.KeyCoding, paper.CellCoding, paper.GroupLayout = KeyCodingDeltaBinary, CellCodingPacked, GroupsEqualWidth
 	c, err := NewSketchML(paper)
 	if err != nil {
 		tb.Fatal(err)

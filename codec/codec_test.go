@@ -473,6 +473,11 @@ func TestNewSketchMLRejects(t *testing.T) {
 		{func(c *SketchMLConfig) { c.ColumnRatio = 0 }, "column ratio 0"},
 		{func(c *SketchMLConfig) { c.ColumnRatio = math.NaN() }, "column ratio NaN"},
 		{func(c *SketchMLConfig) { c.KeyCoding = 9 }, "key coding 9"},
+		{func(c *SketchMLConfig) { c.TargetError = 1 }, "target error 1 outside"},
+		{func(c *SketchMLConfig) { c.TargetError = -0.1 }, "target error -0.1 outside"},
+		{func(c *SketchMLConfig) { c.TargetError = math.NaN() }, "target error NaN outside"},
+		{func(c *SketchMLConfig) { c.ByteBudget = -1 }, "byte budget -1 bytes is negative"},
+		{func(c *SketchMLConfig) { c.TargetError, c.ByteBudget = 0.3, 1000 }, "exclusive"},
 	} {
 		cfg := DefaultSketchMLConfig()
 		tc.f(&cfg)

@@ -119,13 +119,16 @@
 // lengths (0 unused, at most 12), two per byte, low nibble first; codes are
 // canonical.
 //
-// The encoder's groups: with GroupsEqualWidth (the paper's, the default)
+// The encoder's groups: with GroupsEqualWidth (the paper's)
 // each side is cut into groups of ceil(q/r) buckets from bucket 0 up (the
 // last may be narrower), and q is shared between the sides in whole groups
 // in proportion to their value counts, so there are r groups in all. With
-// GroupsEqualEnergy each side keeps its number of groups but they are cut,
-// from the largest bucket down, so that each holds a similar share of the
-// side's squared magnitudes.
+// GroupsEqualEnergy (the default) each side keeps its number of groups but
+// they are cut, from the largest bucket down, so that each holds a similar
+// share of the side's squared magnitudes. A group's sketch has
+// ceil(ColumnRatio × its keys) columns, or, with TargetError or ByteBudget,
+// the columns a per-frame search picks (columns.go); every group's t travels
+// in its header either way, so decoders need nothing new.
 //
 // MinMaxSketch hash: h = splitmix64-finaliser(key XOR seed), a = h>>32,
 // b = (h mod 2^32) | 1; row i reads column ((a + i·b) mod 2^32) · t >> 32.
@@ -207,8 +210,12 @@
 // narrow groups at the top and halves the error (news20: relative L2 0.360
 // against 0.671; Laplace: 0.345 against 0.392) at the same padded size
 // with automatic coders, but its wide low groups need more cell bits
-// (paper coders on news20: 6.57× against 7.19×). It is an option; the
-// default keeps the paper's layout.
+// (paper coders on news20: 6.57× against 7.19×). It is the default: on
+// the codec-bench gradients of every set in the shared data with more than
+// a thousand pairs, and on w8a, it gave more compression at less error
+// (news20.binary, first gradient: 12.36× at 0.62 against 11.52× at 0.79);
+// on mnist10k's and digits' first gradients the paper's layout did better
+// (README, "Codecs").
 //
 // Coders. With KeyCodingAuto and CellCodingAuto (the defaults) the encoder
 // computes the size of every combination, including padding, and writes
@@ -219,8 +226,13 @@
 //
 // Throughput on one core (news20, best of five runs on a shared machine,
 // so figures varied between runs): sketchml encodes 22-24 M pairs/s and
-// decodes 40-46 M; with the paper's coders 25-28 M and 46-52 M. Decoding merges the groups' sorted key lists with a
-// branch-free tournament over at most 16 list heads (a tree of losers
-// beyond that) and then queries the sketch in a second pass, with the list
-// of each key parked in the memory of its value.
+// decodes 44-49 M; with the paper's coders 58-69 M. Decoding does not
+// merge the groups' sorted key lists: it decodes each list whole into its
+// stretch of the output, sets each key's bit in a bitmap over the keys'
+// range (a bit set twice is a key repeated across lists), counts the keys
+// below each 64-bit word, writes each key's value at its rank, and reads
+// the sorted keys back off the bitmap. When the bitmap would not fit the
+// decode budget beside what the header already claims, the lists are
+// decoded again and merged with a branch-free tournament over at most 16
+// list heads (a tree of losers beyond that).
 package codec

@@ -42,7 +42,9 @@ func goldenCases(t *testing.T) []struct {
 	u := goldenUpdate()
 	dense := Sparse{Values: u.Values}
 	paper := DefaultSketchMLConfig()
-	paper.KeyCoding, paper.CellCoding = KeyCodingDeltaBinary, CellCodingPacked
+	paper.KeyCoding, paper.CellCoding, paper.GroupLayout = KeyCodingDeltaBinary, CellCodingPacked, GroupsEqualWidth
+	width := DefaultSketchMLConfig()
+	width.GroupLayout = GroupsEqualWidth
 	huff := DefaultSketchMLConfig()
 	huff.KeyCoding, huff.CellCoding = KeyCodingHuffman, CellCodingHuffman
 	sketch, _ := ByName("sketchml")
@@ -54,6 +56,7 @@ func goldenCases(t *testing.T) []struct {
 		{"raw", Raw{}, u},
 		{"raw-dense", Raw{}, dense},
 		{"sketchml", sketch, u},
+		{"sketchml-width", mustSketchML(t, width), u},
 		{"sketchml-paper", mustSketchML(t, paper), u},
 		{"sketchml-huffman", mustSketchML(t, huff), u},
 		{"sketchml-dense", sketch, dense},

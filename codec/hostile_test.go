@@ -93,7 +93,7 @@ func hostileFrames() []hostileCase {
 		{"sketchml trailing bytes", append(valid.b(), 7), "trailing bytes"},
 		{"sketchml widths", smHead(0, 2, 2, 0, g(2), nil, 2).u(0x3F000000, 0x7FFFFF).u(0).u(2, 5, 1).b(0x08, 0x0A, 0, 5, 3, 0), "widths [1 2 3 2] are not increasing"},
 		{"sketchml keys repeated across lists", smHead(0, 3, 2, 0, g(1, 1), nil, 2).u(0x3F000000, 0x7FFFFF).
-			u(0).u(2, 5).u(1, 4).b(0x08, 0x1A, 0, 5, 3).b(0x08, 0x1A, 0, 9), "key 9 follows key 9"},
+			u(0).u(2, 5).u(1, 4).b(0x08, 0x1A, 0, 5, 3).b(0x08, 0x1A, 0, 9), "key 9 is in two key lists"},
 		{"sketchml key overflow", smHead(0, 2, 1, 0, g(1), nil, 2).u(0x3F800000).u(0).u(2, 19).
 			b(0x08, 0x3B, 0x0F).u64(math.MaxUint64 - 1).u64(5), "key 4 follows key 18446744073709551614"},
 		{"sketchml cell beyond width", smHead(0, 2, 3, 0, g(3), nil, 1).u(0x3F000000, 0x7FFFFF, 0x1).u(0).u(2, 5, 1).b(0x08, 0x1A, 0, 5, 3).b(0x03), "cell value 3 exceeds group width 3"},

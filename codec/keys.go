@@ -255,6 +255,14 @@ func newKeyReader(coder int, payload []byte, count int, huff *huffDecoder) (keyR
 	return r, nil
 }
 
+// rewind returns the reader to its first key.
+func (r *keyReader) rewind() {
+	r.i, r.prev, r.pos = 0, math.MaxUint64, 0
+	if r.huff != nil {
+		r.br = newBitReader(r.br.b)
+	}
+}
+
 // remaining is the number of keys not yet decoded.
 func (r *keyReader) remaining() int { return r.count - r.i }
 
@@ -288,7 +296,8 @@ func (r *keyReader) batch(buf []uint64) error {
 		b, pos, acc, n := r.br.b, r.br.pos, r.br.acc, r.br.n
 		table := &r.huff.table
 		for j := range buf {
-			if n < huffMaxBits {
+			// A code and up to 32 extra bits fit in one refill.
+			if n < huffMaxBits+32 {
 				pos, acc, n = fillBits(b, pos, acc, n)
 			}
 			e := table[acc&(huffTableSize-1)]
@@ -315,9 +324,6 @@ func (r *keyReader) batch(buf []uint64) error {
 					pos, acc, n = fillBits(b, pos, acc, n)
 					x |= (acc & (1<<eb - 1)) << 32
 				} else {
-					if n < eb {
-						pos, acc, n = fillBits(b, pos, acc, n)
-					}
 					x |= acc & (1<<eb - 1)
 				}
 				acc >>= eb

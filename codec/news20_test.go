@@ -142,16 +142,17 @@ func news20Codecs(tb testing.TB) []struct {
 		}{name, c})
 	}
 	variant("sketchml-paper", func(c *SketchMLConfig) {
-		c.KeyCoding, c.CellCoding = KeyCodingDeltaBinary, CellCodingPacked
+		c.KeyCoding, c.CellCoding, c.GroupLayout = KeyCodingDeltaBinary, CellCodingPacked, GroupsEqualWidth
 	})
 	variant("sketchml-paper-midpoint", func(c *SketchMLConfig) {
-		c.KeyCoding, c.CellCoding, c.Representative = KeyCodingDeltaBinary, CellCodingPacked, RepresentativeSplitMidpoint
+		c.KeyCoding, c.CellCoding, c.Representative, c.GroupLayout = KeyCodingDeltaBinary, CellCodingPacked, RepresentativeSplitMidpoint, GroupsEqualWidth
 	})
 	variant("sketchml-midpoint", func(c *SketchMLConfig) { c.Representative = RepresentativeSplitMidpoint })
-	variant("sketchml-energy", func(c *SketchMLConfig) { c.GroupLayout = GroupsEqualEnergy })
+	variant("sketchml-width", func(c *SketchMLConfig) { c.GroupLayout = GroupsEqualWidth })
 	variant("sketchml-paper-energy", func(c *SketchMLConfig) {
-		c.KeyCoding, c.CellCoding, c.GroupLayout = KeyCodingDeltaBinary, CellCodingPacked, GroupsEqualEnergy
+		c.KeyCoding, c.CellCoding = KeyCodingDeltaBinary, CellCodingPacked
 	})
+	variant("sketchml-target-0.5", func(c *SketchMLConfig) { c.TargetError = 0.5 })
 	out = append(out, struct {
 		name string
 		c    Codec
