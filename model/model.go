@@ -113,13 +113,6 @@ func (m *Model) ScoreGradients(w []float64, rows []dataset.Row) ([][]float64, fl
 // HasAccuracy reports whether the model is a classifier.
 func (m *Model) HasAccuracy() bool { return m.cfg.Kind != LinearRegression }
 
-// Metrics summarise a model on a data set.
-type Metrics struct {
-	Loss     float64 // mean loss per row, without the L2 term
-	Accuracy float64 // fraction classified correctly; NaN for regression
-	Rows     int
-}
-
 // Gradient is a sparse gradient: Keys ascending, Values aligned.
 type Gradient struct {
 	Keys   []uint64
@@ -269,37 +262,13 @@ func (m *Model) Gradient(w []float64, rows []dataset.Row, s *Scratch) (Gradient,
 	return g, loss * inv
 }
 
-// Evaluate returns the mean loss and accuracy of w on rows.
+// Evaluate returns the metrics of w on rows (see Evaluator).
 func (m *Model) Evaluate(w []float64, rows []dataset.Row) Metrics {
-	met := Metrics{Rows: len(rows), Accuracy: math.NaN()}
-	if len(rows) == 0 {
-		met.Loss = math.NaN()
-		return met
-	}
-	scores := make([]float64, m.blocks)
-	dz := make([]float64, m.blocks)
-	var loss float64
-	correct := 0
+	ev := m.NewEvaluator(w)
 	for i := range rows {
-		r := &rows[i]
-		loss += m.rowLoss(w, r, scores, dz)
-		switch m.cfg.Kind {
-		case LogisticRegression, LinearSVM:
-			if (m.dot(w, 0, r) > 0) == (r.Label > 0) {
-				correct++
-			}
-		case Softmax:
-			// rowLoss filled scores for softmax.
-			if argmax(scores) == m.classOf(r.Label) {
-				correct++
-			}
-		}
+		ev.Add(&rows[i])
 	}
-	met.Loss = loss / float64(len(rows))
-	if m.HasAccuracy() {
-		met.Accuracy = float64(correct) / float64(len(rows))
-	}
-	return met
+	return ev.Metrics()
 }
 
 func sigmoid(z float64) float64 {
