@@ -83,6 +83,7 @@ func read(r io.Reader, name string, maxLine int) (*Dataset, error) {
 
 	p := parser{src: src, maxLine: maxLine, arenaNext: firstArenaChunk, rowsNext: firstRowsChunk}
 	for lineNo := 1; ; lineNo++ {
+		p.lineNo = lineNo
 		line, readErr := p.readLine()
 		if readErr != nil && readErr != io.EOF {
 			if errors.Is(readErr, errLineTooLong) {
@@ -97,7 +98,7 @@ func read(r io.Reader, name string, maxLine int) (*Dataset, error) {
 			break
 		}
 	}
-	return &Dataset{Name: name, Rows: p.rows(), MaxFeature: p.maxFeature}, nil
+	return &Dataset{Name: name, Rows: p.rows(), MaxFeature: p.maxFeature, MaxFeatureLine: p.maxFeatureLine}, nil
 }
 
 // Allocation sizes. The arena and the row list grow geometrically from small
@@ -131,6 +132,18 @@ type parser struct {
 	rowsNext int
 
 	maxFeature uint64
+	// lineNo is the line being parsed; maxFeatureLine the line where
+	// maxFeature was first seen.
+	lineNo         int
+	maxFeatureLine int
+
+	// A Scanner's parser keeps one row at a time in scratch arrays instead
+	// of collecting rows.
+	stream      bool
+	scratchKeys []uint64
+	scratchVals []float32
+	last        Row
+	haveRow     bool
 }
 
 // readLine returns the next line including its '\n' (absent on the last line
@@ -229,7 +242,13 @@ func (p *parser) parseLine(line []byte) error {
 	if n > 0 {
 		row.Keys, row.Values = keys[:n:n], vals[:n:n]
 		// Keys ascend, so the last one is the row's largest.
-		p.maxFeature = max(p.maxFeature, prev)
+		if prev > p.maxFeature {
+			p.maxFeature, p.maxFeatureLine = prev, p.lineNo
+		}
+	}
+	if p.stream {
+		p.last, p.haveRow = row, true
+		return nil
 	}
 	p.appendRow(row)
 	return nil
@@ -341,6 +360,12 @@ func quote(tok []byte) string {
 
 // alloc returns n-element key and value slices carved from the arena.
 func (p *parser) alloc(n int) ([]uint64, []float32) {
+	if p.stream {
+		if n > len(p.scratchKeys) {
+			p.scratchKeys, p.scratchVals = make([]uint64, n), make([]float32, n)
+		}
+		return p.scratchKeys[:n:n], p.scratchVals[:n:n]
+	}
 	if n > len(p.arenaKeys) {
 		if n > p.arenaNext/2 {
 			// A row this long gets its own arrays, and the current
