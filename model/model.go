@@ -27,6 +27,13 @@ func Kinds() []Kind { return []Kind{LogisticRegression, LinearSVM, LinearRegress
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("invalid model configuration")
 
+// ErrTooLarge is wrapped, with ErrConfig, when the dimension and classes
+// ask for more parameters than a model may have (MaxParams).
+var ErrTooLarge = errors.New("too many parameters")
+
+// MaxParams bounds a model's parameters: classes × (dimension + 1).
+const MaxParams = 1 << 31
+
 // Config defines a model. Every node of a mesh must use the same Config.
 type Config struct {
 	Kind Kind
@@ -70,10 +77,9 @@ func New(cfg Config) (*Model, error) {
 		}
 		blocks = len(cfg.Classes)
 	}
-	const maxParams = 1 << 31
 	// Compare before adding 1: a dimension of 2^64−1 would wrap to 0.
-	if cfg.MaxFeature >= maxParams/uint64(blocks) {
-		return nil, fmt.Errorf("%w: %d classes × %d features exceeds %d parameters", ErrConfig, blocks, cfg.MaxFeature, maxParams)
+	if cfg.MaxFeature >= MaxParams/uint64(blocks) {
+		return nil, fmt.Errorf("%w: %w: %d classes × %d features exceeds %d parameters", ErrConfig, ErrTooLarge, blocks, cfg.MaxFeature, MaxParams)
 	}
 	cfg.Classes = slices.Clone(cfg.Classes)
 	return &Model{cfg: cfg, blocks: blocks, stride: cfg.MaxFeature + 1}, nil
