@@ -65,6 +65,11 @@ func Read(r io.Reader, name string) (*Dataset, error) {
 // read is Read with the line cap as a parameter, so tests can exercise the
 // cap without building 16 MiB inputs for every case.
 func read(r io.Reader, name string, maxLine int) (*Dataset, error) {
+	return readFormat(r, name, maxLine, Options{})
+}
+
+// readFormat is read for any format.
+func readFormat(r io.Reader, name string, maxLine int, o Options) (*Dataset, error) {
 	if name == "" {
 		name = "input"
 	}
@@ -81,7 +86,7 @@ func read(r io.Reader, name string, maxLine int) (*Dataset, error) {
 		src = bufio.NewReaderSize(zr, ioBufSize)
 	}
 
-	p := parser{src: src, maxLine: maxLine, arenaNext: firstArenaChunk, rowsNext: firstRowsChunk}
+	p := parser{src: src, maxLine: maxLine, arenaNext: firstArenaChunk, rowsNext: firstRowsChunk, opts: o}
 	for lineNo := 1; ; lineNo++ {
 		p.lineNo = lineNo
 		line, readErr := p.readLine()
@@ -144,6 +149,10 @@ type parser struct {
 	scratchVals []float32
 	last        Row
 	haveRow     bool
+
+	// opts selects the format; hashed collects a hashed format\'s row.
+	opts   Options
+	hashed hashedRow
 }
 
 // readLine returns the next line including its '\n' (absent on the last line
@@ -185,6 +194,12 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 // parseLine parses one line and, unless it is blank or a comment, appends its
 // row. The returned error is the bare cause; the caller adds file and line.
 func (p *parser) parseLine(line []byte) error {
+	switch p.opts.Format {
+	case Criteo:
+		return p.parseCriteoLine(line)
+	case VW:
+		return p.parseVWLine(line)
+	}
 	// A '#' starts a comment that runs to the end of the line.
 	if i := bytes.IndexByte(line, '#'); i >= 0 {
 		line = line[:i]
@@ -246,12 +261,18 @@ func (p *parser) parseLine(line []byte) error {
 			p.maxFeature, p.maxFeatureLine = prev, p.lineNo
 		}
 	}
+	p.emitRow(row)
+	return nil
+}
+
+// emitRow hands a parsed row on: kept as the current row by a Scanner,
+// collected by Read.
+func (p *parser) emitRow(row Row) {
 	if p.stream {
 		p.last, p.haveRow = row, true
-		return nil
+		return
 	}
 	p.appendRow(row)
-	return nil
 }
 
 var colonSep = []byte{':'}

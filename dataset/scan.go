@@ -135,5 +135,9 @@ func (s *Scanner) Name() string { return s.name }
 // Err is the error that ended the scan, nil at a clean end of input.
 func (s *Scanner) Err() error { return s.err }
 
+// HashedAsRead reports whether the rows' keys were hashed by the reader
+// (a format of string features).
+func (s *Scanner) HashedAsRead() bool { return s.p.opts.Format.HashesFeatures() }
+
 // Close releases what the Scanner holds.
 func (s *Scanner) Close() error { return s.close() }
