@@ -45,7 +45,15 @@ func writeModel(path string, m *modelfile.Model) error {
 // fitData maps the data's feature ids the way the model will: hashed into
 // 2^hashBits keys, or as they are, which needs every id to fit a model.
 // An id that does not is reported with its file and line. test may be nil.
-func fitData(train, test *dataset.Dataset, hashBits uint) (*dataset.Dataset, *dataset.Dataset, error) {
+func fitData(train, test *dataset.Dataset, hashBits uint, format dataset.Format) (*dataset.Dataset, *dataset.Dataset, error) {
+	if format.HashesFeatures() {
+		// Hashed as read: only the dimension is the hashing's.
+		train = &dataset.Dataset{Name: train.Name, Rows: train.Rows, MaxFeature: 1 << hashBits}
+		if test != nil {
+			test = &dataset.Dataset{Name: test.Name, Rows: test.Rows, MaxFeature: 1 << hashBits}
+		}
+		return train, test, nil
+	}
 	if hashBits > 0 {
 		if err := dataset.CheckHashBits(hashBits); err != nil {
 			return nil, nil, badInput("--hash-bits: %v", err)
@@ -83,3 +91,6 @@ func modelError(d *dataset.Dataset, err error) error {
 
 // hashBitsHelp is the help text of --hash-bits.
 const hashBitsHelp = "hash every feature id (any 64-bit integer) into 2^B weights with " + dataset.HashFunction + " (1-30; 0 = ids are weights, which must fit a model)"
+
+// formatHelp is the help text of --format.
+const formatHelp = "data format: libsvm, criteo (label, 13 integer and 26 categorical tab-separated columns) or vw (Vowpal Wabbit text); criteo and vw need --hash-bits"

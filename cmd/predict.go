@@ -53,6 +53,7 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dataPath := fs.String("data", "", "data to score: a LIBSVM file (plain or .gz), or a built-in split such as rcv1.test (required)")
 	outPath := fs.String("out", "", "write the scores to this file, atomically (default: stdout, or nowhere with --json)")
 	asJSON := fs.Bool("json", false, "print the metrics as one JSON object on stdout")
+	format := fs.String("format", "libsvm", "data format: libsvm, criteo or vw (criteo and vw need a model trained with --hash-bits)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -70,7 +71,11 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return usageError{fmt.Errorf("--model %s: %w", *modelPath, err)}
 	}
-	sc, err := dataset.OpenScanner(*dataPath)
+	dataFmt, err := dataFormat(*format, mf.Mapping.HashBits)
+	if err != nil {
+		return badInput("--format %s: the model was trained without --hash-bits, and %s features are strings that must be hashed", *format, *format)
+	}
+	sc, err := dataset.OpenScannerWith(*dataPath, dataset.Options{Format: dataFmt, HashBits: mf.Mapping.HashBits})
 	if err != nil {
 		return usageError{fmt.Errorf("--data: %w", err)}
 	}
@@ -118,6 +123,9 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func predictStream(ctx context.Context, sc *dataset.Scanner, mf *modelfile.Model, mdl *model.Model, w *bufio.Writer) (*predictReport, error) {
 	start := time.Now()
 	hasher := mf.Mapping.Hasher()
+	if sc.HashedAsRead() {
+		hasher = &dataset.Hasher{}
+	}
 	ev := mdl.NewEvaluator(mf.Weights)
 	dim := mf.Mapping.Dimension
 	rep := &predictReport{}

@@ -193,3 +193,40 @@ func TestRunSavesModel(t *testing.T) {
 		t.Errorf("run report %v; predict %v", rep, pred)
 	}
 }
+
+// Criteo and VW files train, save and predict, reproducing node 0's figures.
+func TestCriteoAndVWTrainSavePredict(t *testing.T) {
+	for _, c := range []struct{ format, path string }{
+		{"criteo", "../dataset/testdata/criteo-sample.tsv.gz"},
+		{"vw", "../dataset/testdata/vw-sample.txt.gz"},
+	} {
+		modelPath := filepath.Join(t.TempDir(), c.format+".model")
+		code, out, errOut := runMain("testnet", "--json", "--nodes", "2", "--iterations", "60", "--format", c.format, "--hash-bits", "16",
+			"--data", c.path, "--test-data", c.path, "--save-model", modelPath)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.format, code, errOut)
+		}
+		var rep struct {
+			PerNode []map[string]any `json:"per_node"`
+		}
+		json.Unmarshal([]byte(out), &rep)
+		code, out, errOut = runMain("predict", "--model", modelPath, "--format", c.format, "--data", c.path, "--json")
+		if code != 0 {
+			t.Fatalf("%s predict: %s", c.format, errOut)
+		}
+		var pred map[string]any
+		json.Unmarshal([]byte(out), &pred)
+		if pred["accuracy"] != rep.PerNode[0]["test_accuracy"] || pred["loss"] != rep.PerNode[0]["test_loss"] || pred["accuracy"].(float64) < 0.85 {
+			t.Errorf("%s: predict %v, node 0 %v", c.format, pred, rep.PerNode[0])
+		}
+		bad := filepath.Join(t.TempDir(), "bad.txt")
+		os.WriteFile(bad, []byte("1 a:1 b\n"), 0o644)
+		code, _, errOut = runMain("predict", "--model", modelPath, "--format", c.format, "--data", bad)
+		if code != 2 || !strings.Contains(errOut, bad+":1: ") {
+			t.Errorf("%s: a malformed line: exit %d, %q", c.format, code, errOut)
+		}
+	}
+	if code, _, errOut := runMain("testnet", "--format", "arff"); code != 2 || !strings.Contains(errOut, `--format "arff"`) {
+		t.Errorf("unknown format: exit %d, %q", code, errOut)
+	}
+}

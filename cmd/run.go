@@ -78,6 +78,7 @@ type runFlags struct {
 	json            bool
 	saveModel       string
 	hashBits        uint
+	format          string
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -120,6 +121,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
 	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp+" (a joiner takes the mesh's)")
+	fs.StringVar(&f.format, "format", "libsvm", formatHelp)
 	fs.StringVar(&f.saveModel, "save-model", "", "write this node's model to this file with every checkpoint (every --checkpoint-every iterations) and at the end, atomically")
 }
 
@@ -201,7 +203,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	train, test, err := loadData(f.data, f.testData, f.seed, f.hashBits)
+	train, test, err := loadData(f.data, f.testData, f.seed, f.hashBits, f.format)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal', 'at 45: join 2'")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
 	hashBits := fs.Uint("hash-bits", 0, hashBitsHelp)
+	format := fs.String("format", "libsvm", formatHelp)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -81,7 +82,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usageError{fmt.Errorf("--faults: %w", err)}
 		}
 	}
-	train, test, err := loadData(*data, *testData, *seed, *hashBits)
+	train, test, err := loadData(*data, *testData, *seed, *hashBits, *format)
 	if err != nil {
 		return err
 	}

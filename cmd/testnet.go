@@ -58,6 +58,7 @@ type testnetFlags struct {
 	allowList        bool
 	saveModel        string
 	hashBits         uint
+	format           string
 }
 
 func (f *testnetFlags) register(fs *flag.FlagSet) {
@@ -93,6 +94,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.allowList, "allow-list", false, "give every host an allow list of the members, so no other peer can connect")
 	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping)")
 	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp)
+	fs.StringVar(&f.format, "format", "libsvm", formatHelp)
 	fs.StringVar(&f.saveModel, "save-model", "", "write node 0's final model to this file (see sketchmesh predict and export)")
 	fs.StringVar(&f.attack, "attack", "", "run a hostile peer of this kind against the mesh while it trains ("+strings.Join(testnet.AttackKinds, ", ")+"); turns on --sign, a PSK and --allow-list, and first runs the same mesh without the attacker to compare")
 }
@@ -179,7 +181,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	train, test, err := loadData(f.data, f.testData, f.seed, f.hashBits)
+	train, test, err := loadData(f.data, f.testData, f.seed, f.hashBits, f.format)
 	if err != nil {
 		return cfg, err
 	}
@@ -221,30 +223,58 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	return cfg, nil
 }
 
-// loadData resolves --data and --test-data: a built-in name brings its own
-// test split; a file without --test-data holds out a seeded 20%. With
-// hashBits above 0 every feature id is hashed (see fitData).
-func loadData(data, testData string, seed uint64, hashBits uint) (train, test *dataset.Dataset, err error) {
-	if testData == "" {
-		train, test, err = dataset.Builtin(data)
+// loadData resolves --data and --test-data in the given format (LIBSVM
+// when empty): a built-in name brings its own test split; a file without
+// --test-data holds out a seeded 20%. With hashBits above 0 every feature
+// id is hashed (see fitData); Criteo and VW data need it.
+func loadData(data, testData string, seed uint64, hashBits uint, format string) (train, test *dataset.Dataset, err error) {
+	f, err := dataFormat(format, hashBits)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := dataset.Options{Format: f, HashBits: hashBits}
+	if testData == "" && !f.HashesFeatures() {
+		// An error here only means data is not a built-in name.
+		train, test, _ = dataset.Builtin(data)
+	}
+	load := func(spec string) (*dataset.Dataset, error) {
+		if f.HashesFeatures() {
+			return dataset.ReadFileWith(spec, opts)
+		}
+		return dataset.Load(spec)
 	}
 	if train == nil {
-		if train, err = dataset.Load(data); err != nil {
+		if train, err = load(data); err != nil {
 			return nil, nil, usageError{fmt.Errorf("--data: %w", err)}
 		}
 		if testData != "" {
-			if test, err = dataset.Load(testData); err != nil {
+			if test, err = load(testData); err != nil {
 				return nil, nil, usageError{fmt.Errorf("--test-data: %w", err)}
 			}
 		}
 	}
-	if train, test, err = fitData(train, test, hashBits); err != nil {
+	if train, test, err = fitData(train, test, hashBits, f); err != nil {
 		return nil, nil, err
 	}
 	if test == nil {
 		return holdOut(train, seed)
 	}
 	return train, test, nil
+}
+
+// dataFormat checks --format against --hash-bits.
+func dataFormat(name string, hashBits uint) (dataset.Format, error) {
+	if name == "" {
+		return dataset.LIBSVM, nil
+	}
+	f, err := dataset.ParseFormat(name)
+	if err != nil {
+		return "", badInput("--format %q: want one of libsvm, criteo, vw", name)
+	}
+	if f.HashesFeatures() && hashBits == 0 {
+		return "", badInput("--format %s: its features are strings and must be hashed; give --hash-bits B (e.g. 18)", f)
+	}
+	return f, nil
 }
 
 // holdOut splits off a seeded fifth of d as test data.
