@@ -34,6 +34,8 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"codec-bench": {"measure the update codecs on real gradients: size, error, speed", runCodecBench},
+		"export":      {"write a saved model as JSON or TSV for people and other tools", runExport},
+		"predict":     {"score data with a saved model, streaming it, and report accuracy, log loss, AUC, macro-F1 or RMSE", runPredict},
 		"run":         {"run one long-lived node that founds or joins a mesh by multiaddr and trains until done or stopped", runRun},
 		"simulate":    {"run many node cores as a deterministic discrete-event simulation with faults, replayable by seed", runSimulate},
 		"testnet":     {"run a local mesh of real libp2p nodes on one machine and report how it trained", runTestnet},

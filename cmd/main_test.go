@@ -26,7 +26,7 @@ func TestTestnetJSONReport(t *testing.T) {
 		t.Fatalf("stdout is not one JSON document: %v\n%s", err, out)
 	}
 	for _, field := range []string{"nodes", "model", "dataset", "iterations", "wall_seconds", "final_test_loss",
-		"final_test_accuracy", "bytes_sent_total", "bytes_sent_per_node_per_iteration", "per_node", "codec", "compression_ratio"} {
+		"final_test_accuracy", "final_test_auc", "bytes_sent_total", "bytes_sent_per_node_per_iteration", "per_node", "codec", "compression_ratio"} {
 		if _, ok := rep[field]; !ok {
 			t.Errorf("report lacks %q", field)
 		}
@@ -174,7 +174,7 @@ func TestSimulateJSONAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"nodes", "iterations", "seed", "trace_hash", "wall_seconds", "simulated_seconds", "node_iterations_per_second",
-		"final_test_accuracy", "final_test_loss", "staleness_observed_max", "messages_per_node_per_iteration", "bytes_per_node_per_iteration"} {
+		"final_test_accuracy", "final_test_auc", "final_test_loss", "staleness_observed_max", "messages_per_node_per_iteration", "bytes_per_node_per_iteration"} {
 		if _, ok := rep[f]; !ok {
 			t.Errorf("report lacks %q", f)
 		}

@@ -76,6 +76,9 @@ type runFlags struct {
 	logFormat       string
 	logLevel        string
 	json            bool
+	saveModel       string
+	hashBits        uint
+	format          string
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -117,6 +120,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
+	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp+" (a joiner takes the mesh's)")
+	fs.StringVar(&f.format, "format", "libsvm", formatHelp)
+	fs.StringVar(&f.saveModel, "save-model", "", "write this node's model to this file with every checkpoint (every --checkpoint-every iterations) and at the end, atomically")
 }
 
 // meshSettings are the settings named by node.SettingNames that a joiner
@@ -126,6 +132,7 @@ func (f *runFlags) settings(maxFeature uint64, classes []float64) node.Settings 
 		Model: model.Kind(f.model), MaxFeature: maxFeature, Classes: classes, L2: f.l2,
 		Optimizer: model.OptimizerKind(f.optimizer), LearningRate: f.lr, Staleness: f.staleness,
 		Codec: f.codec, ErrorFeedback: f.errorFeedback, Factors: node.FactorMode(f.sfb), Iterations: f.iterations,
+		HashBits: f.hashBits,
 	}
 }
 
@@ -135,6 +142,7 @@ type runReport struct {
 	Peer             string            `json:"peer"`
 	Clock            uint64            `json:"clock"`
 	TestAccuracy     float64           `json:"test_accuracy"`
+	TestAUC          *float64          `json:"test_auc,omitempty"`
 	TestLoss         float64           `json:"test_loss"`
 	Members          int               `json:"members"`
 	Live             int               `json:"live"`
@@ -199,7 +207,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	train, test, err := loadData(f.data, f.testData, f.seed)
+	train, test, err := loadData(f.data, f.testData, f.seed, f.hashBits, f.format)
 	if err != nil {
 		return err
 	}
@@ -248,6 +256,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "member: %s (the join was retried as a new incarnation)\n", self)
 		}
 	}
+	if settings.HashBits != f.hashBits {
+		// The mesh (or the checkpoint) hashes ids and this node was not
+		// told: map its data the mesh's way.
+		if f.hashBits != 0 {
+			return fmt.Errorf("this node's data was hashed with --hash-bits %d, the mesh trains with %d", f.hashBits, settings.HashBits)
+		}
+		train, test = train.Hashed(settings.HashBits), test.Hashed(settings.HashBits)
+	}
 	if saved != nil && saved.Settings.Conflict(settings, node.SettingNames()) != nil {
 		return fmt.Errorf("checkpoint in %s was written for other settings: %w", f.checkpointDir, saved.Settings.Conflict(settings, node.SettingNames()))
 	}
@@ -278,8 +294,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.evalEvery, Metrics: metrics, Logger: logger,
 		MinIteration: f.minIteration, Progress: f.progress,
 	}
-	if f.checkpointDir != "" {
-		daemonCfg.Checkpoint = func(n *node.Syncer) error { return saveCheckpoint(f.checkpointDir, f.mesh, settings, n) }
+	models := modelSaver{path: f.saveModel, settings: settings, mesh: f.mesh, data: []string{train.Name, test.Name}}
+	if f.checkpointDir != "" || f.saveModel != "" {
+		daemonCfg.Checkpoint = func(n *node.Syncer) error {
+			if f.checkpointDir != "" {
+				if err := saveCheckpoint(f.checkpointDir, f.mesh, settings, n); err != nil {
+					return err
+				}
+			}
+			return models.save(n)
+		}
 	}
 	daemon, err := mesh.NewDaemon(ctx, daemonCfg)
 	if err != nil {
@@ -289,6 +313,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"founder", reply == nil, "resumed", saved != nil, "iterations", settings.Iterations)
 	res, err := daemon.Run(ctx)
 	if err != nil {
+		return err
+	}
+	// The daemon saved the model at exit, but it can only log a failure:
+	// save again unless that save of the final clock succeeded.
+	if err := models.final(core); err != nil {
 		return err
 	}
 	rep := runReport{
@@ -302,12 +331,21 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if rep.LeaveAcknowledgedBy == nil {
 		rep.LeaveAcknowledgedBy = []string{}
 	}
+	// The daemon's last evaluation carries loss and accuracy; AUC is taken
+	// here from the same final view (the core is no longer running).
+	if len(test.Rows) > 0 {
+		rep.TestAUC = present(core.Evaluate(test.Rows).AUC)
+	}
+	auc := ""
+	if rep.TestAUC != nil {
+		auc = fmt.Sprintf(", AUC %.4f", *rep.TestAUC)
+	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "done: clock %d, test accuracy %.2f %%, test loss %.4f, %d of %d members live, %d updates held, %d applied twice, blocked %.1f s of %.1f s; peers %d direct, %d relayed, %d unreachable\n",
-		rep.Clock, 100*rep.TestAccuracy, rep.TestLoss, rep.Live, rep.Members, rep.UpdatesHeld, rep.AppliedTwice, rep.BlockedSeconds, rep.WallSeconds,
+	fmt.Fprintf(stdout, "done: clock %d, test accuracy %.2f %%, test loss %.4f%s, %d of %d members live, %d updates held, %d applied twice, blocked %.1f s of %.1f s; peers %d direct, %d relayed, %d unreachable\n",
+		rep.Clock, 100*rep.TestAccuracy, rep.TestLoss, auc, rep.Live, rep.Members, rep.UpdatesHeld, rep.AppliedTwice, rep.BlockedSeconds, rep.WallSeconds,
 		rep.DirectPeers, rep.RelayedPeers, rep.UnreachableLinks)
 	return nil
 }
@@ -459,7 +497,7 @@ func (f *runFlags) founderSettings(train *dataset.Dataset, saved *checkpoint.Sta
 	}
 	mdl, err := testnet.NewModel(model.Kind(f.model), f.l2, train)
 	if err != nil {
-		return node.Settings{}, usageError{err}
+		return node.Settings{}, modelError(train, err)
 	}
 	dim := f.dim
 	if dim == 0 {
@@ -569,6 +607,36 @@ func saveCheckpoint(dir, meshName string, s node.Settings, n *node.Syncer) error
 		Mesh: meshName, Member: n.ID(), Settings: s, Clock: n.Clock(), Rows: &rows,
 		Optimizer: n.Config().Optimizer.State(),
 	})
+}
+
+// modelSaver writes --save-model for the checkpoint hook and at the end.
+type modelSaver struct {
+	path     string
+	settings node.Settings
+	mesh     string
+	data     []string
+	saved    bool
+	clock    uint64
+}
+
+func (m *modelSaver) save(n *node.Syncer) error {
+	if m.path == "" {
+		return nil
+	}
+	m.saved = false
+	if err := writeModel(m.path, savedModel(m.settings, n.View(), m.mesh, n.ID(), n.Clock(), m.data...)); err != nil {
+		return err
+	}
+	m.saved, m.clock = true, n.Clock()
+	return nil
+}
+
+// final saves the model of a finished run unless its last save holds it.
+func (m *modelSaver) final(n *node.Syncer) error {
+	if m.path == "" || m.saved && m.clock == n.Clock() {
+		return nil
+	}
+	return m.save(n)
 }
 
 // privacy applies --psk and --allow to the host's configuration.

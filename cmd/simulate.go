@@ -37,6 +37,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	relayWindow := fs.Duration("relay-window", time.Millisecond, "virtual time a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
 	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal', 'at 45: join 2'")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
+	hashBits := fs.Uint("hash-bits", 0, hashBitsHelp)
+	format := fs.String("format", "libsvm", formatHelp)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -80,12 +82,12 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usageError{fmt.Errorf("--faults: %w", err)}
 		}
 	}
-	train, test, err := loadData(*data, *testData, *seed)
+	train, test, err := loadData(*data, *testData, *seed, *hashBits, *format)
 	if err != nil {
 		return err
 	}
 	if _, err := testnet.NewModel(model.Kind(*modelName), *l2, train); err != nil {
-		return usageError{err}
+		return modelError(train, err)
 	}
 	cfg := testnet.SimConfig{
 		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(*optimizer),

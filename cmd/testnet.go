@@ -56,6 +56,9 @@ type testnetFlags struct {
 	sign             bool
 	psk              string
 	allowList        bool
+	saveModel        string
+	hashBits         uint
+	format           string
 }
 
 func (f *testnetFlags) register(fs *flag.FlagSet) {
@@ -90,6 +93,9 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.psk, "psk", "", "pre-shared key file (swarm.key format, 32 bytes): the testnet runs as a private network, over TCP only")
 	fs.BoolVar(&f.allowList, "allow-list", false, "give every host an allow list of the members, so no other peer can connect")
 	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping)")
+	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp)
+	fs.StringVar(&f.format, "format", "libsvm", formatHelp)
+	fs.StringVar(&f.saveModel, "save-model", "", "write node 0's final model to this file (see sketchmesh predict and export)")
 	fs.StringVar(&f.attack, "attack", "", "run a hostile peer of this kind against the mesh while it trains ("+strings.Join(testnet.AttackKinds, ", ")+"); turns on --sign, a PSK and --allow-list, and first runs the same mesh without the attacker to compare")
 }
 
@@ -146,6 +152,8 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		return cfg, badInput("--plot needs --sweep-staleness or --compare")
 	case f.sweepStale != "" && f.compare != "":
 		return cfg, badInput("--sweep-staleness and --compare cannot be combined")
+	case f.saveModel != "" && (f.sweepStale != "" || f.compare != ""):
+		return cfg, badInput("--save-model saves one run's model; it cannot be combined with --sweep-staleness or --compare")
 	}
 	if err := oneOf("robust", f.robust, "off", "clip"); err != nil {
 		return cfg, err
@@ -173,7 +181,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	train, test, err := loadData(f.data, f.testData, f.seed)
+	train, test, err := loadData(f.data, f.testData, f.seed, f.hashBits, f.format)
 	if err != nil {
 		return cfg, err
 	}
@@ -210,31 +218,63 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		Attack:        f.attack,
 	}
 	if _, err := testnet.NewModel(cfg.Model, cfg.L2, train); err != nil {
-		return cfg, usageError{err}
+		return cfg, modelError(train, err)
 	}
 	return cfg, nil
 }
 
-// loadData resolves --data and --test-data: a built-in name brings its own
-// test split; a file without --test-data holds out a seeded 20%.
-func loadData(data, testData string, seed uint64) (train, test *dataset.Dataset, err error) {
-	if testData == "" {
-		if tr, te, berr := dataset.Builtin(data); berr == nil {
-			return tr, te, nil
+// loadData resolves --data and --test-data in the given format (LIBSVM
+// when empty): a built-in name brings its own test split; a file without
+// --test-data holds out a seeded 20%. With hashBits above 0 every feature
+// id is hashed (see fitData); Criteo and VW data need it.
+func loadData(data, testData string, seed uint64, hashBits uint, format string) (train, test *dataset.Dataset, err error) {
+	f, err := dataFormat(format, hashBits)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := dataset.Options{Format: f, HashBits: hashBits}
+	if testData == "" && !f.HashesFeatures() {
+		// An error here only means data is not a built-in name.
+		train, test, _ = dataset.Builtin(data)
+	}
+	load := func(spec string) (*dataset.Dataset, error) {
+		if f.HashesFeatures() {
+			return dataset.ReadFileWith(spec, opts)
+		}
+		return dataset.Load(spec)
+	}
+	if train == nil {
+		if train, err = load(data); err != nil {
+			return nil, nil, usageError{fmt.Errorf("--data: %w", err)}
+		}
+		if testData != "" {
+			if test, err = load(testData); err != nil {
+				return nil, nil, usageError{fmt.Errorf("--test-data: %w", err)}
+			}
 		}
 	}
-	train, err = dataset.Load(data)
-	if err != nil {
-		return nil, nil, usageError{fmt.Errorf("--data: %w", err)}
+	if train, test, err = fitData(train, test, hashBits, f); err != nil {
+		return nil, nil, err
 	}
-	if testData == "" {
+	if test == nil {
 		return holdOut(train, seed)
 	}
-	test, err = dataset.Load(testData)
-	if err != nil {
-		return nil, nil, usageError{fmt.Errorf("--test-data: %w", err)}
-	}
 	return train, test, nil
+}
+
+// dataFormat checks --format against --hash-bits.
+func dataFormat(name string, hashBits uint) (dataset.Format, error) {
+	if name == "" {
+		return dataset.LIBSVM, nil
+	}
+	f, err := dataset.ParseFormat(name)
+	if err != nil {
+		return "", badInput("--format %q: want one of libsvm, criteo, vw", name)
+	}
+	if f.HashesFeatures() && hashBits == 0 {
+		return "", badInput("--format %s: its features are strings and must be hashed; give --hash-bits B (e.g. 18)", f)
+	}
+	return f, nil
 }
 
 // holdOut splits off a seeded fifth of d as test data.
@@ -245,7 +285,7 @@ func holdOut(d *dataset.Dataset, seed uint64) (train, test *dataset.Dataset, err
 	s := d.Shuffled(int64(seed))
 	cut := max(1, len(s.Rows)/5)
 	test = &dataset.Dataset{Name: d.Name + " (20% held out)", Rows: s.Rows[:cut], MaxFeature: d.MaxFeature}
-	train = &dataset.Dataset{Name: d.Name + " (80%)", Rows: s.Rows[cut:], MaxFeature: d.MaxFeature}
+	train = &dataset.Dataset{Name: d.Name + " (80%)", Rows: s.Rows[cut:], MaxFeature: d.MaxFeature, MaxFeatureLine: d.MaxFeatureLine}
 	return train, test, nil
 }
 
@@ -298,6 +338,12 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if f.saveModel != "" {
+		if err := saveTestnetModel(f.saveModel, cfg, f.hashBits, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "saved node 0's model (clock %d) to %s\n", rep.PerNode[0].Clock, f.saveModel)
+	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -306,6 +352,26 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	printSummary(stdout, rep)
 	printAttack(stdout, rep.Attack)
 	return nil
+}
+
+// saveTestnetModel writes node 0's final view as a model file.
+func saveTestnetModel(path string, cfg testnet.Config, hashBits uint, rep *testnet.Report) error {
+	mdl, err := testnet.NewModel(cfg.Model, cfg.L2, cfg.Train)
+	if err != nil {
+		return err
+	}
+	mc := mdl.Config()
+	s := node.Settings{
+		Model: cfg.Model, MaxFeature: mc.MaxFeature, Classes: mc.Classes, L2: cfg.L2, Optimizer: cfg.Optimizer,
+		LearningRate: cfg.LR, Staleness: cfg.Staleness, Codec: cfg.Codec, ErrorFeedback: cfg.ErrorFeedback,
+		Factors: cfg.Factors, Iterations: uint64(cfg.Iterations), HashBits: hashBits,
+	}
+	meshName := cfg.MeshName
+	if meshName == "" {
+		meshName = "testnet"
+	}
+	n0 := rep.PerNode[0]
+	return writeModel(path, savedModel(s, rep.FinalView, meshName, n0.ID, n0.Clock, cfg.Train.Name, cfg.Test.Name))
 }
 
 func printProgress(w io.Writer, total int, p testnet.Progress) {
@@ -325,7 +391,11 @@ func printSummary(w io.Writer, r *testnet.Report) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\n%d nodes, %s, %s, codec %s, %d iterations in %.2fs\n", r.Nodes, r.Model, r.Dataset, r.Codec, r.Iterations, r.WallSeconds)
-	fmt.Fprintf(w, "final test accuracy %s, test loss %.4f (mean over nodes)\n", pct(r.FinalTestAccuracy), r.FinalTestLoss)
+	auc := ""
+	if r.FinalTestAUC != nil {
+		auc = fmt.Sprintf(", AUC %.4f", *r.FinalTestAUC)
+	}
+	fmt.Fprintf(w, "final test accuracy %s, test loss %.4f%s (mean over nodes)\n", pct(r.FinalTestAccuracy), r.FinalTestLoss, auc)
 	fmt.Fprintf(w, "sent %s in all, %s and %.1f messages per node per iteration; %s overlay, %.1f links per node, %.2f hops per update\n",
 		humanBytes(float64(r.BytesSentTotal)), humanBytes(r.BytesSentPerNodePerIteration), r.MessagesPerNodePerIteration, r.Topology, r.LinksPerNode, r.MeanUpdateHops)
 	fmt.Fprintf(w, "staleness bound %d: reads were at most %d and on average %.2f iterations stale; %.2fs blocked per node; views identical: %v\n",

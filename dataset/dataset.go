@@ -24,6 +24,10 @@ type Dataset struct {
 	Name       string // file name or built-in name, used in reports and errors
 	Rows       []Row
 	MaxFeature uint64 // largest feature id seen (0 if none)
+	// MaxFeatureLine is the line of the file where MaxFeature first
+	// occurs, for messages about ids too large to use; 0 when unknown
+	// (built by hand, shuffled, sharded or hashed).
+	MaxFeatureLine int
 }
 
 // pcgStream is the fixed second PCG seed word. Only the caller's seed varies,
@@ -42,7 +46,7 @@ func (d *Dataset) Shuffled(seed int64) *Dataset {
 		j := uniform(src, uint64(i)+1)
 		rows[i], rows[j] = rows[j], rows[i]
 	}
-	return &Dataset{Name: d.Name, Rows: rows, MaxFeature: d.MaxFeature}
+	return &Dataset{Name: d.Name, Rows: rows, MaxFeature: d.MaxFeature, MaxFeatureLine: d.MaxFeatureLine}
 }
 
 // uniform returns a uniform integer in [0, n), n > 0, by Lemire's

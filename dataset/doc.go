@@ -1,6 +1,9 @@
 // Package dataset owns reading training data: it parses LIBSVM files into
-// sparse rows, and it carries the built-in datasets that ship inside the
-// binary (rcv1 and a9a) together with their licences (see builtin/NOTICE).
+// sparse rows, whole (Read) or one row at a time for data larger than
+// memory (Scanner); it maps feature ids into a fixed number of keys by
+// hashing (HashFunction, Hasher); and it carries the built-in datasets that
+// ship inside the binary (rcv1 and a9a) together with their licences (see
+// builtin/NOTICE).
 //
 // # Format
 //
@@ -10,7 +13,7 @@
 //
 // The label is any finite number: +1/-1 or 1/0 for binary tasks, a class id
 // for multiclass tasks, a real value for regression. Indices are decimal
-// feature ids, 1-based and strictly ascending within a row; id 0 is rejected
+// feature ids, any uint64 from 1, strictly ascending within a row; id 0 is rejected
 // because the model reserves key 0 for its bias. Values must be finite and
 // representable as float32. A row may have a label and no features.
 // Tokens are separated by spaces or tabs; a '#' starts a comment that runs to

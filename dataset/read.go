@@ -65,6 +65,11 @@ func Read(r io.Reader, name string) (*Dataset, error) {
 // read is Read with the line cap as a parameter, so tests can exercise the
 // cap without building 16 MiB inputs for every case.
 func read(r io.Reader, name string, maxLine int) (*Dataset, error) {
+	return readFormat(r, name, maxLine, Options{})
+}
+
+// readFormat is read for any format.
+func readFormat(r io.Reader, name string, maxLine int, o Options) (*Dataset, error) {
 	if name == "" {
 		name = "input"
 	}
@@ -81,8 +86,9 @@ func read(r io.Reader, name string, maxLine int) (*Dataset, error) {
 		src = bufio.NewReaderSize(zr, ioBufSize)
 	}
 
-	p := parser{src: src, maxLine: maxLine, arenaNext: firstArenaChunk, rowsNext: firstRowsChunk}
+	p := parser{src: src, maxLine: maxLine, arenaNext: firstArenaChunk, rowsNext: firstRowsChunk, opts: o}
 	for lineNo := 1; ; lineNo++ {
+		p.lineNo = lineNo
 		line, readErr := p.readLine()
 		if readErr != nil && readErr != io.EOF {
 			if errors.Is(readErr, errLineTooLong) {
@@ -97,7 +103,7 @@ func read(r io.Reader, name string, maxLine int) (*Dataset, error) {
 			break
 		}
 	}
-	return &Dataset{Name: name, Rows: p.rows(), MaxFeature: p.maxFeature}, nil
+	return &Dataset{Name: name, Rows: p.rows(), MaxFeature: p.maxFeature, MaxFeatureLine: p.maxFeatureLine}, nil
 }
 
 // Allocation sizes. The arena and the row list grow geometrically from small
@@ -131,6 +137,22 @@ type parser struct {
 	rowsNext int
 
 	maxFeature uint64
+	// lineNo is the line being parsed; maxFeatureLine the line where
+	// maxFeature was first seen.
+	lineNo         int
+	maxFeatureLine int
+
+	// A Scanner's parser keeps one row at a time in scratch arrays instead
+	// of collecting rows.
+	stream      bool
+	scratchKeys []uint64
+	scratchVals []float32
+	last        Row
+	haveRow     bool
+
+	// opts selects the format; hashed collects a hashed format\'s row.
+	opts   Options
+	hashed hashedRow
 }
 
 // readLine returns the next line including its '\n' (absent on the last line
@@ -172,6 +194,12 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 // parseLine parses one line and, unless it is blank or a comment, appends its
 // row. The returned error is the bare cause; the caller adds file and line.
 func (p *parser) parseLine(line []byte) error {
+	switch p.opts.Format {
+	case Criteo:
+		return p.parseCriteoLine(line)
+	case VW:
+		return p.parseVWLine(line)
+	}
 	// A '#' starts a comment that runs to the end of the line.
 	if i := bytes.IndexByte(line, '#'); i >= 0 {
 		line = line[:i]
@@ -229,10 +257,22 @@ func (p *parser) parseLine(line []byte) error {
 	if n > 0 {
 		row.Keys, row.Values = keys[:n:n], vals[:n:n]
 		// Keys ascend, so the last one is the row's largest.
-		p.maxFeature = max(p.maxFeature, prev)
+		if prev > p.maxFeature {
+			p.maxFeature, p.maxFeatureLine = prev, p.lineNo
+		}
+	}
+	p.emitRow(row)
+	return nil
+}
+
+// emitRow hands a parsed row on: kept as the current row by a Scanner,
+// collected by Read.
+func (p *parser) emitRow(row Row) {
+	if p.stream {
+		p.last, p.haveRow = row, true
+		return
 	}
 	p.appendRow(row)
-	return nil
 }
 
 var colonSep = []byte{':'}
@@ -341,6 +381,12 @@ func quote(tok []byte) string {
 
 // alloc returns n-element key and value slices carved from the arena.
 func (p *parser) alloc(n int) ([]uint64, []float32) {
+	if p.stream {
+		if n > len(p.scratchKeys) {
+			p.scratchKeys, p.scratchVals = make([]uint64, n), make([]float32, n)
+		}
+		return p.scratchKeys[:n:n], p.scratchVals[:n:n]
+	}
 	if n > len(p.arenaKeys) {
 		if n > p.arenaNext/2 {
 			// A row this long gets its own arrays, and the current

@@ -152,6 +152,9 @@ type Host struct {
 
 	mu      sync.Mutex
 	senders map[peer.ID]*sender
+	// members are the peers that run a member of the mesh (addMember):
+	// their link records outlive their connections, for the run's report.
+	members map[peer.ID]bool
 	closed  bool
 	wg      sync.WaitGroup
 	// shutdown is closed by Close, releasing stream readers blocked on inbox;
@@ -306,13 +309,14 @@ func (m *Host) admitToInbox(from peer.ID, n int) bool {
 }
 
 // disconnected drops the link record of a peer whose connection closed,
-// unless the host sends to it (a member's): peers that are not members
-// must not grow the book, whoever connects.
+// unless the host sends to it or it runs a member (addMember): peers that
+// are not members must not grow the book, whoever connects.
 func (m *Host) disconnected(p peer.ID) {
 	m.mu.Lock()
 	_, sending := m.senders[p]
+	member := m.members[p]
 	m.mu.Unlock()
-	if !sending {
+	if !sending && !member {
 		m.dropLink(p)
 	}
 }
@@ -441,10 +445,9 @@ func (m *Host) Forget(p peer.ID) {
 		delete(m.senders, p)
 	}
 	m.mu.Unlock()
-	if m.h.Network().Connectedness(p) != network.Connected {
-		m.dropLink(p)
-		return
-	}
+	// The link record stays: it is a member's, and the run's report counts
+	// the paths its links took. Non-members' records go when they
+	// disconnect (linkDown).
 	m.links.mu.Lock()
 	if l := m.links.peers[p]; l != nil {
 		l.FailingSince = time.Time{}

@@ -207,7 +207,7 @@ func TestJoinRequestWrongFields(t *testing.T) {
 			s.L2 = math.NaN()
 			s.WriteTo(w)
 		})},
-		{Name: "settings with ten fields", Want: "settings has 10 fields", Data: set(ps, "settings", func(w *wire.Writer) {
+		{Name: "settings with ten fields", Want: "settings have 10 fields", Data: set(ps, "settings", func(w *wire.Writer) {
 			q.Settings.WriteTo(w)
 			w.Bytes()[0] = 0x9a
 		})},

@@ -807,6 +807,12 @@ func (m *Host) Reservations() int {
 // addMember tells the host that p runs a member of its mesh: it may use
 // the host's relay service, and it is a relay candidate if it offers one.
 func (m *Host) addMember(p peer.ID) {
+	m.mu.Lock()
+	if m.members == nil {
+		m.members = map[peer.ID]bool{}
+	}
+	m.members[p] = true
+	m.mu.Unlock()
 	if m.reach != nil {
 		m.reach.admit(p)
 	}

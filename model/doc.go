@@ -1,7 +1,8 @@
 // Package model owns the training step: the sparse linear models (logistic
 // regression, linear SVM, linear regression, multinomial logistic regression),
-// their mini-batch gradients and evaluation, and the optimizers that turn a
-// gradient into an additive update.
+// their mini-batch gradients, their metrics (loss, accuracy, AUC, macro-F1,
+// RMSE, over a slice or a stream of rows: Evaluator), and the optimizers
+// that turn a gradient into an additive update.
 //
 // It is a package of its own, apart from the node core, because the same math
 // is used by the node, by single-node baselines and by the codec benchmark,

@@ -27,6 +27,13 @@ func Kinds() []Kind { return []Kind{LogisticRegression, LinearSVM, LinearRegress
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("invalid model configuration")
 
+// ErrTooLarge is wrapped, with ErrConfig, when the dimension and classes
+// ask for more parameters than a model may have (MaxParams).
+var ErrTooLarge = errors.New("too many parameters")
+
+// MaxParams bounds a model's parameters: classes × (dimension + 1).
+const MaxParams = 1 << 31
+
 // Config defines a model. Every node of a mesh must use the same Config.
 type Config struct {
 	Kind Kind
@@ -70,10 +77,9 @@ func New(cfg Config) (*Model, error) {
 		}
 		blocks = len(cfg.Classes)
 	}
-	const maxParams = 1 << 31
 	// Compare before adding 1: a dimension of 2^64−1 would wrap to 0.
-	if cfg.MaxFeature >= maxParams/uint64(blocks) {
-		return nil, fmt.Errorf("%w: %d classes × %d features exceeds %d parameters", ErrConfig, blocks, cfg.MaxFeature, maxParams)
+	if cfg.MaxFeature >= MaxParams/uint64(blocks) {
+		return nil, fmt.Errorf("%w: %w: %d classes × %d features exceeds %d parameters", ErrConfig, ErrTooLarge, blocks, cfg.MaxFeature, MaxParams)
 	}
 	cfg.Classes = slices.Clone(cfg.Classes)
 	return &Model{cfg: cfg, blocks: blocks, stride: cfg.MaxFeature + 1}, nil
@@ -112,13 +118,6 @@ func (m *Model) ScoreGradients(w []float64, rows []dataset.Row) ([][]float64, fl
 
 // HasAccuracy reports whether the model is a classifier.
 func (m *Model) HasAccuracy() bool { return m.cfg.Kind != LinearRegression }
-
-// Metrics summarise a model on a data set.
-type Metrics struct {
-	Loss     float64 // mean loss per row, without the L2 term
-	Accuracy float64 // fraction classified correctly; NaN for regression
-	Rows     int
-}
 
 // Gradient is a sparse gradient: Keys ascending, Values aligned.
 type Gradient struct {
@@ -269,37 +268,13 @@ func (m *Model) Gradient(w []float64, rows []dataset.Row, s *Scratch) (Gradient,
 	return g, loss * inv
 }
 
-// Evaluate returns the mean loss and accuracy of w on rows.
+// Evaluate returns the metrics of w on rows (see Evaluator).
 func (m *Model) Evaluate(w []float64, rows []dataset.Row) Metrics {
-	met := Metrics{Rows: len(rows), Accuracy: math.NaN()}
-	if len(rows) == 0 {
-		met.Loss = math.NaN()
-		return met
-	}
-	scores := make([]float64, m.blocks)
-	dz := make([]float64, m.blocks)
-	var loss float64
-	correct := 0
+	ev := m.NewEvaluator(w)
 	for i := range rows {
-		r := &rows[i]
-		loss += m.rowLoss(w, r, scores, dz)
-		switch m.cfg.Kind {
-		case LogisticRegression, LinearSVM:
-			if (m.dot(w, 0, r) > 0) == (r.Label > 0) {
-				correct++
-			}
-		case Softmax:
-			// rowLoss filled scores for softmax.
-			if argmax(scores) == m.classOf(r.Label) {
-				correct++
-			}
-		}
+		ev.Add(&rows[i])
 	}
-	met.Loss = loss / float64(len(rows))
-	if m.HasAccuracy() {
-		met.Accuracy = float64(correct) / float64(len(rows))
-	}
-	return met
+	return ev.Metrics()
 }
 
 func sigmoid(z float64) float64 {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/wire"
 )
@@ -26,6 +27,10 @@ type Settings struct {
 	Factors       FactorMode
 	// Iterations is where every member stops; 0 trains until stopped.
 	Iterations uint64
+	// HashBits is 0 when feature ids are the model's keys, and B when
+	// every id is hashed into 2^B keys (dataset.HashFunction); then
+	// MaxFeature is 2^B.
+	HashBits uint
 }
 
 // Setting names, as Conflict reports them and as a joiner lists the
@@ -42,17 +47,18 @@ const (
 	SettingErrorFeedback = "error-feedback"
 	SettingFactors       = "sfb"
 	SettingIterations    = "iterations"
+	SettingHashBits      = "hash-bits"
 )
 
 // SettingNames lists every setting name, in a fixed order.
 func SettingNames() []string {
 	return []string{SettingModel, SettingDimension, SettingClasses, SettingL2, SettingOptimizer,
-		SettingLearningRate, SettingStaleness, SettingCodec, SettingErrorFeedback, SettingFactors, SettingIterations}
+		SettingLearningRate, SettingStaleness, SettingCodec, SettingErrorFeedback, SettingFactors, SettingIterations, SettingHashBits}
 }
 
-// value returns the setting called name as text, for comparison and for
-// messages.
-func (s Settings) value(name string) string {
+// Value returns the setting called name as text, as Conflict compares and
+// reports it ("" for an unknown name).
+func (s Settings) Value(name string) string {
 	switch name {
 	case SettingModel:
 		return string(s.Model)
@@ -76,6 +82,8 @@ func (s Settings) value(name string) string {
 		return string(s.Factors)
 	case SettingIterations:
 		return fmt.Sprint(s.Iterations)
+	case SettingHashBits:
+		return fmt.Sprint(s.HashBits)
 	}
 	return ""
 }
@@ -87,7 +95,7 @@ func (s Settings) Conflict(mesh Settings, explicit []string) error {
 		if !slices.Contains(explicit, name) {
 			continue
 		}
-		if mine, theirs := s.value(name), mesh.value(name); mine != theirs {
+		if mine, theirs := s.Value(name), mesh.Value(name); mine != theirs {
 			return fmt.Errorf("setting %s differs: this node was given %s, the mesh trains with %s", name, mine, theirs)
 		}
 	}
@@ -96,6 +104,14 @@ func (s Settings) Conflict(mesh Settings, explicit []string) error {
 
 // Build returns the model, optimizer and codec the settings describe.
 func (s Settings) Build() (*model.Model, model.Optimizer, codec.Codec, error) {
+	if s.HashBits > 0 {
+		if err := dataset.CheckHashBits(s.HashBits); err != nil {
+			return nil, nil, nil, err
+		}
+		if s.MaxFeature != 1<<s.HashBits {
+			return nil, nil, nil, fmt.Errorf("dimension %d does not match %d hash bits (2^%d)", s.MaxFeature, s.HashBits, s.HashBits)
+		}
+	}
 	m, err := model.New(model.Config{Kind: s.Model, MaxFeature: s.MaxFeature, Classes: s.Classes, L2: s.L2})
 	if err != nil {
 		return nil, nil, nil, err
@@ -125,9 +141,15 @@ const (
 	MaxParams = 1 << 27
 )
 
-// WriteTo appends the settings to w as one msgpack array.
+// WriteTo appends the settings to w as one msgpack array: eleven fields,
+// and a twelfth, the hash bits, only when ids are hashed, so that members
+// and checkpoints of meshes without hashing read as they did before it.
 func (s Settings) WriteTo(w *wire.Writer) {
-	w.Array(11)
+	if s.HashBits > 0 {
+		w.Array(12)
+	} else {
+		w.Array(11)
+	}
 	w.String(string(s.Model))
 	w.Uint(s.MaxFeature)
 	w.Floats(s.Classes)
@@ -139,15 +161,21 @@ func (s Settings) WriteTo(w *wire.Writer) {
 	w.Bool(s.ErrorFeedback)
 	w.String(string(s.Factors))
 	w.Uint(s.Iterations)
+	if s.HashBits > 0 {
+		w.Uint(uint64(s.HashBits))
+	}
 }
 
 // ReadSettings reads settings written by Settings.WriteTo.
 func ReadSettings(r *wire.Reader) (Settings, error) {
 	var s Settings
-	if err := r.Fields("settings", 11); err != nil {
+	fields, err := r.Array("settings", 1)
+	if err != nil {
 		return s, err
 	}
-	var err error
+	if fields != 11 && fields != 12 {
+		return s, fmt.Errorf("%w: settings have %d fields, want 11 or 12", wire.ErrMalformed, fields)
+	}
 	var str string
 	read := func(f func() error) {
 		if err == nil {
@@ -177,6 +205,17 @@ func ReadSettings(r *wire.Reader) (Settings, error) {
 	read(func() error { s.ErrorFeedback, err = r.Bool("error feedback"); return err })
 	read(func() error { str, err = r.String("factors", maxNameBytes); s.Factors = FactorMode(str); return err })
 	read(func() error { s.Iterations, err = r.Uint("iterations"); return err })
+	if fields == 12 {
+		read(func() error {
+			var v uint64
+			v, err = r.Uint("hash bits")
+			if err == nil && (v == 0 || v > dataset.MaxHashBits) {
+				err = fmt.Errorf("%w: hash bits %d, want 1 to %d", wire.ErrMalformed, v, dataset.MaxHashBits)
+			}
+			s.HashBits = uint(v)
+			return err
+		})
+	}
 	if len(s.Classes) == 0 {
 		s.Classes = nil
 	}

@@ -105,6 +105,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 			L2: math.MaxFloat64, LearningRate: math.SmallestNonzeroFloat64, Staleness: math.MaxInt32,
 			Codec: strings.Repeat("c", maxNameBytes), Iterations: math.MaxUint64, Classes: []float64{-math.MaxFloat64, 0, 1},
 		},
+		"hashed": {Model: model.LogisticRegression, MaxFeature: 1 << 18, HashBits: 18, Optimizer: model.SGD, LearningRate: 1, Codec: "raw"},
 	} {
 		got, err := readSettings(encodeSettings(s))
 		if err != nil {
@@ -113,6 +114,11 @@ func TestSettingsRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, s) {
 			t.Fatalf("%s: read %+v, want %+v", name, got, s)
 		}
+	}
+	// Without hashing the settings keep the eleven fields of meshes and
+	// checkpoints from before hashing existed.
+	if data := encodeSettings(testSettings()); data[0] != 0x9b {
+		t.Errorf("settings without hashing start %#x, want an array of 11 (0x9b)", data[0])
 	}
 	// No classes read back as nil, however they were given.
 	s := testSettings()
@@ -238,8 +244,11 @@ func TestSettingsWrongFields(t *testing.T) {
 	}
 	long := strings.Repeat("x", maxNameBytes+1)
 	ms = append(ms, []wiretest.Mutant{
-		{Name: "ten fields", Want: "settings has 10 fields, want 11", Data: wiretest.Replaced(ps, 0, []byte{0x9a})},
-		{Name: "twelve fields", Want: "settings has 12 fields, want 11", Data: wiretest.Replaced(ps, 0, []byte{0x9c})},
+		{Name: "ten fields", Want: "settings have 10 fields, want 11 or 12", Data: wiretest.Replaced(ps, 0, []byte{0x9a})},
+		{Name: "twelve fields, eleven given", Want: "hash bits: EOF", Data: wiretest.Replaced(ps, 0, []byte{0x9c})},
+		{Name: "thirteen fields", Want: "settings have 13 fields, want 11 or 12", Data: wiretest.Replaced(ps, 0, []byte{0x9d})},
+		{Name: "hash bits 0", Want: "hash bits 0, want 1 to 30", Data: append(wiretest.Replaced(ps, 0, []byte{0x9c}), 0x00)},
+		{Name: "hash bits 31", Want: "hash bits 31, want 1 to 30", Data: append(wiretest.Replaced(ps, 0, []byte{0x9c}), 31)},
 		{Name: "long model", Want: "model claims 65 bytes", Data: set("model", func(w *wire.Writer) { w.String(long) })},
 		{Name: "long optimizer", Want: "optimizer claims 65 bytes", Data: set("optimizer", func(w *wire.Writer) { w.String(long) })},
 		{Name: "long codec", Want: "codec claims 65 bytes", Data: set("codec", func(w *wire.Writer) { w.String(long) })},
@@ -497,5 +506,33 @@ func TestSnapshotCheckMembersAgreesWithStart(t *testing.T) {
 	twice := &Snapshot{Clock: 1, Members: []MemberEntry{{ID: "x", High: 1}, {ID: "x", High: 1}}}
 	if err := twice.CheckMembers(); err == nil || !strings.Contains(err.Error(), `member "x" is listed twice`) {
 		t.Errorf("a member listed twice: %v", err)
+	}
+}
+
+// Hash bits are a setting like the dimension: a joiner given other bits is
+// refused by name, and settings whose dimension is not 2^bits do not build.
+func TestHashBitsSetting(t *testing.T) {
+	mesh := Settings{Model: model.LogisticRegression, MaxFeature: 1 << 18, HashBits: 18, Optimizer: model.SGD, LearningRate: 1, Codec: "raw"}
+	if _, _, _, err := mesh.Build(); err != nil {
+		t.Fatalf("hashed settings do not build: %v", err)
+	}
+	joiner := mesh
+	joiner.HashBits, joiner.MaxFeature = 20, 1<<20
+	err := joiner.Conflict(mesh, []string{SettingHashBits})
+	if err == nil || err.Error() != "setting hash-bits differs: this node was given 20, the mesh trains with 18" {
+		t.Errorf("conflict: %v", err)
+	}
+	if err := joiner.Conflict(mesh, nil); err != nil {
+		t.Errorf("a joiner that gave no hash bits takes the mesh's, got %v", err)
+	}
+	bad := mesh
+	bad.MaxFeature = 1000
+	if _, _, _, err := bad.Build(); err == nil || !strings.Contains(err.Error(), "does not match 18 hash bits") {
+		t.Errorf("dimension 1000 with 18 hash bits: %v", err)
+	}
+	bad = mesh
+	bad.HashBits = 31
+	if _, _, _, err := bad.Build(); err == nil {
+		t.Error("31 hash bits built")
 	}
 }

@@ -23,6 +23,9 @@ type Report struct {
 	// FinalTestLoss and FinalTestAccuracy are the means over nodes.
 	FinalTestLoss     float64  `json:"final_test_loss"`
 	FinalTestAccuracy *float64 `json:"final_test_accuracy,omitempty"`
+	// FinalTestAUC is the mean over nodes of the test AUC (lr and svm, when
+	// the test rows hold both classes).
+	FinalTestAUC *float64 `json:"final_test_auc,omitempty"`
 	// Bytes are counted on the update streams, length prefixes included.
 	BytesSentTotal               uint64  `json:"bytes_sent_total"`
 	BytesSentPerNodePerIteration float64 `json:"bytes_sent_per_node_per_iteration"`
@@ -62,6 +65,9 @@ type Report struct {
 	Curve []CurvePoint `json:"curve"`
 	// Attack is what a hostile peer did (Config.Attack), absent otherwise.
 	Attack *AttackReport `json:"attack,omitempty"`
+	// FinalView is node 0's parameter view at the end of the run, the model
+	// its per-node figures were measured on; it is not part of the JSON.
+	FinalView []float64 `json:"-"`
 }
 
 // NodeReport is one node's outcome.
@@ -71,6 +77,7 @@ type NodeReport struct {
 	Clock          uint64   `json:"clock"`
 	TestLoss       float64  `json:"test_loss"`
 	TestAccuracy   *float64 `json:"test_accuracy,omitempty"`
+	TestAUC        *float64 `json:"test_auc,omitempty"`
 	BytesSent      uint64   `json:"bytes_sent"`
 	MessagesSent   uint64   `json:"messages_sent"`
 	UpdatesApplied uint64   `json:"updates_applied"`
@@ -127,7 +134,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		Rejected:       map[string]uint64{},
 		Curve:          curve,
 	}
-	var lossSum, accSum float64
+	var lossSum, accSum, aucSum float64
 	var frameBytes, pairs, staleSum, reads uint64
 	var blocked, links float64
 	hasAcc := true
@@ -141,6 +148,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 			Clock:          st.Clock,
 			TestLoss:       met.Loss,
 			TestAccuracy:   optional(met.Accuracy),
+			TestAUC:        optional(met.AUC),
 			BytesSent:      tr.BytesSent,
 			MessagesSent:   tr.MessagesSent,
 			UpdatesApplied: st.UpdatesApplied,
@@ -149,6 +157,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		})
 		lossSum += met.Loss
 		accSum += met.Accuracy
+		aucSum += met.AUC
 		hasAcc = hasAcc && !math.IsNaN(met.Accuracy)
 		r.BytesSentTotal += tr.BytesSent
 		r.MessagesSentTotal += tr.MessagesSent
@@ -170,6 +179,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 	if hasAcc {
 		r.FinalTestAccuracy = optional(accSum / n)
 	}
+	r.FinalTestAUC = optional(aucSum / n)
 	r.BytesSentPerNodePerIteration = float64(r.BytesSentTotal) / n / float64(cfg.Iterations)
 	if frameBytes > 0 {
 		r.CompressionRatio = 12 * float64(pairs) / float64(frameBytes)

@@ -45,6 +45,9 @@ type SimReport struct {
 	LiveNodes         int      `json:"live_nodes"`
 	FinalTestLoss     float64  `json:"final_test_loss"`
 	FinalTestAccuracy *float64 `json:"final_test_accuracy,omitempty"`
+	// FinalTestAUC is the mean over live nodes of the test AUC (lr and
+	// svm only, and only when the test rows hold both classes).
+	FinalTestAUC *float64 `json:"final_test_auc,omitempty"`
 	// Staleness of reads, over every read by a node live at the time.
 	StalenessObservedMax  uint64  `json:"staleness_observed_max"`
 	StalenessObservedMean float64 `json:"staleness_observed_mean"`
@@ -162,7 +165,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 		r.MessagesPerNodePerIteration = float64(s.msgs) / float64(s.nodeIters)
 		r.BytesPerNodePerIteration = float64(s.bytes) / float64(s.nodeIters)
 	}
-	var lossSum, accSum, blocked float64
+	var lossSum, accSum, aucSum, blocked float64
 	var retained int
 	hasAcc := true
 	for _, n := range s.nodes {
@@ -180,6 +183,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 		met := n.core.Evaluate(s.test)
 		lossSum += met.Loss
 		accSum += met.Accuracy
+		aucSum += met.AUC
 		hasAcc = hasAcc && !math.IsNaN(met.Accuracy)
 		blocked += float64(n.blocked)
 	}
@@ -188,6 +192,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 	if hasAcc {
 		r.FinalTestAccuracy = optional(accSum / live)
 	}
+	r.FinalTestAUC = optional(aucSum / live)
 	r.BlockedSecondsPerNode = blocked / live / 1e9
 	r.RetainedFramesPerNode = float64(retained) / float64(len(s.nodes))
 	r.Invariants = SimInvariants{

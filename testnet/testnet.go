@@ -331,6 +331,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := buildReport(cfg, cdc, router, members, curve, wall)
 	rep.Attack = att.report(members, cfg.Iterations)
+	rep.FinalView = slices.Clone(members[0].core.View())
 	return rep, nil
 }
 
