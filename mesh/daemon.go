@@ -743,8 +743,10 @@ func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Res
 	liveAtLeave := len(waiting)
 	a.handleReady()
 	a.metrics()
-	deadline := time.NewTimer(a.cfg.LeaveTimeout)
-	defer deadline.Stop()
+	// One deadline for the acknowledgements and the last sends: a stop
+	// takes effect within LeaveTimeout whatever the peers do.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.LeaveTimeout)
+	defer cancel()
 	tick := time.NewTicker(a.cfg.Tick)
 	defer tick.Stop()
 	inbox := a.cfg.Host.Inbox()
@@ -760,7 +762,7 @@ wait:
 			a.n.Receive("", data)
 		case <-tick.C:
 			a.n.Tick()
-		case <-deadline.C:
+		case <-fctx.Done():
 			break wait
 		}
 		a.handleReady()
@@ -773,8 +775,6 @@ wait:
 		}
 		a.log.Warn("leave not acknowledged by every live member", "acknowledged", len(acked), "waiting", short, "timeout", a.cfg.LeaveTimeout)
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.LeaveTimeout/2)
-	defer cancel()
 	if err := a.cfg.Host.Flush(fctx); err != nil {
 		a.log.Warn("last sends not all out before leaving", "err", err)
 	}
