@@ -71,6 +71,8 @@ func (k EventKind) String() string {
 		return "leave_acked"
 	case EventAddrs:
 		return "addrs"
+	case EventRejoin:
+		return "rejoin"
 	}
 	return fmt.Sprintf("event(%d)", k)
 }
@@ -134,6 +136,8 @@ type protocol struct {
 	lastLeaveSend uint64
 	// membershipChanged asks for the overlay to be rebuilt.
 	membershipChanged bool
+	// rejoin is the member this node must rejoin through (catchup.go).
+	rejoin string
 }
 
 func (s *Syncer) initProtocol() {
@@ -170,6 +174,7 @@ func (s *Syncer) Tick() {
 		s.hello()
 	}
 	s.detect()
+	s.decideRejoin()
 	s.rebuildIfChanged()
 	s.noteGate()
 }
@@ -564,6 +569,9 @@ func (s *Syncer) Admit(joiner string, joinSig []byte) (Snapshot, Admission, erro
 	}
 	if s.proto.leaving {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: this member is leaving", ErrAdmit)
+	}
+	if s.proto.rejoin != "" {
+		return Snapshot{}, Admission{}, fmt.Errorf("%w: this member fell behind the frame history and is rejoining", ErrAdmit)
 	}
 	name, inc := SplitMember(joiner)
 	if cur, ok := s.proto.peers[name]; ok && inc <= cur {

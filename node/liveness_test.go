@@ -21,11 +21,13 @@ type pnet struct {
 	events []Event
 	auth   macAuth
 	iters  uint64
+	sync   SyncConfig
 }
 
 func newPnet(t *testing.T, ids []string, iters uint64) *pnet {
 	t.Helper()
-	n := &pnet{t: t, nodes: map[string]*Syncer{}, auth: macAuth{mesh: "m"}, iters: iters}
+	n := &pnet{t: t, nodes: map[string]*Syncer{}, auth: macAuth{mesh: "m"}, iters: iters,
+		sync: SyncConfig{HeartbeatTicks: 2, SuspectTicks: 10, DeadTicks: 30}}
 	for i, id := range ids {
 		n.add(id, n.config(id, i, ids, nil))
 	}
@@ -45,7 +47,7 @@ func (n *pnet) config(id string, shard int, members []string, start *Snapshot) C
 }
 
 func (n *pnet) add(id string, cfg Config) *Syncer {
-	s, err := NewSyncer(cfg, SyncConfig{HeartbeatTicks: 2, SuspectTicks: 10, DeadTicks: 30})
+	s, err := NewSyncer(cfg, n.sync)
 	if err != nil {
 		n.t.Fatal(err)
 	}

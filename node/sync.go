@@ -303,6 +303,13 @@ type Syncer struct {
 	syncStats SyncStats
 	fresh     []int
 	proto     protocol
+	// gone holds, per origin, the clock up to which it said its updates
+	// are gone (see catchup.go).
+	gone map[string]uint64
+	// goneSince is one more than the tick of the first gone notice (0:
+	// none); behind holds the members told this node's updates are gone.
+	goneSince uint64
+	behind    map[string]bool
 	// replied holds, per requester, the bytes of the answers queued for it
 	// since the last Ready; MaxReplyBytes means its budget is spent.
 	replied map[string]int
@@ -424,6 +431,10 @@ func (s *Syncer) Receive(from string, data []byte) {
 		s.heard(from)
 	}
 	if IsSyncMessage(data) {
+		if isGone(data) {
+			s.handleGone(from, data)
+			return
+		}
 		s.handleSync(from, data)
 		return
 	}
@@ -472,7 +483,7 @@ func repeated(updates []Update, fresh []int, k int) bool {
 // Train runs one local iteration (see Node.Train) and keeps its frame and
 // signature, which the core hands over whether or not any next hop is live.
 func (s *Syncer) Train() error {
-	if s.proto.leaving {
+	if s.proto.leaving || s.proto.rejoin != "" {
 		return ErrGateClosed
 	}
 	s.observeRound()
@@ -486,7 +497,9 @@ func (s *Syncer) Train() error {
 
 // CanTrain reports whether the node may run its next iteration (see
 // Node.CanTrain); never once it is leaving.
-func (s *Syncer) CanTrain() bool { return !s.proto.leaving && s.Node.CanTrain() }
+func (s *Syncer) CanTrain() bool {
+	return !s.proto.leaving && s.proto.rejoin == "" && s.Node.CanTrain()
+}
 
 // HasReady reports whether Ready has anything to hand out.
 func (s *Syncer) HasReady() bool {
@@ -553,6 +566,9 @@ func (s *Syncer) handleSync(from string, data []byte) {
 		i, ok := s.index[e.Origin]
 		if !ok {
 			continue
+		}
+		if e.Origin == s.cfg.ID {
+			s.answerGone(from, e.Clock)
 		}
 		limit := s.syncLimit(e, req.Upto)
 		log := s.logs[i]

@@ -357,6 +357,8 @@ type simNode struct {
 	last          uint64
 	// declaredDead holds the members this node's core declared dead.
 	declaredDead map[string]bool
+	// incarnation counts the node's rejoins (node.EventRejoin).
+	incarnation int
 }
 
 type sim struct {
@@ -399,6 +401,9 @@ type sim struct {
 	// the set.
 	routers map[string]Router
 	joined  int
+	// rejoins counts the new incarnations of nodes that fell behind the
+	// frame history.
+	rejoins int
 
 	msgs, bytes, syncMsgs, syncBytes, dups uint64
 	// memberMsgs and memberBytes count the membership protocol's
@@ -496,6 +501,12 @@ func newSim(cfg SimConfig) (*sim, error) {
 // newCore builds node i's core: from scratch over the run's initial nodes,
 // or from a snapshot with its admission.
 func (s *sim) newCore(i int, start *node.Snapshot, admission *node.Admission) (*node.Syncer, error) {
+	return s.newCoreAs(i, s.ids[i], start, admission)
+}
+
+// newCoreAs builds node i's core for member id (a new incarnation of node
+// i when it rejoins).
+func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.Admission) (*node.Syncer, error) {
 	cfg := s.cfg
 	var shard *dataset.Dataset
 	if rows := len(s.shuffled.Rows); s.p <= rows {
@@ -509,7 +520,7 @@ func (s *sim) newCore(i int, start *node.Snapshot, admission *node.Admission) (*
 	}
 	tc := Config{Batch: cfg.Batch}
 	nc := node.Config{
-		ID:            s.ids[i],
+		ID:            id,
 		Model:         s.mdl,
 		Optimizer:     opt,
 		Codec:         s.cdc,
@@ -669,6 +680,9 @@ func (s *sim) run(ctx context.Context) error {
 			}
 		case evTick:
 			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc {
+				if n.core.Rejoining() != "" && s.rejoin(n) {
+					break
+				}
 				n.core.Tick()
 				s.flush(n)
 				s.advance(n)
@@ -987,6 +1001,54 @@ func (s *sim) join(i, first int) error {
 	s.advance(donor)
 	s.noteDone()
 	return nil
+}
+
+// rejoin starts n again as a new incarnation from a snapshot of the member
+// its core named (or, if that one is no longer up, of another member up
+// that need not rejoin), as a real node does when it fell behind the frame
+// history (node/catchup.go). It reports whether n rejoined.
+func (s *sim) rejoin(n *simNode) bool {
+	through := n.core.Rejoining()
+	var donor *simNode
+	if i, ok := s.index[through]; ok && s.nodes[i].member() && s.nodes[i].group == n.group && s.nodes[i].core.Rejoining() == "" {
+		donor = s.nodes[i]
+	}
+	for _, m := range s.nodes {
+		if donor == nil && m != n && m.member() && m.group == n.group && m.core.Rejoining() == "" {
+			donor = m
+		}
+	}
+	if donor == nil {
+		return false
+	}
+	id := fmt.Sprintf("%s/%d", s.ids[n.idx], n.incarnation+1)
+	snap, adm, err := donor.core.Admit(id, nil)
+	if err != nil {
+		return false
+	}
+	core, err := s.newCoreAs(n.idx, id, &snap, &adm)
+	if err != nil {
+		return false
+	}
+	s.endStall(n)
+	n.incarnation++
+	n.core, n.id = core, id
+	s.index[id] = int32(n.idx)
+	n.computing, n.done, n.flushArmed, n.declaredDead = false, false, false, nil
+	n.inc++
+	s.rejoins++
+	s.trace.words(trJoin, uint64(s.now), uint64(n.idx), uint64(donor.idx), snap.Clock)
+	if len(snap.Pending) > 0 {
+		n.core.Receive(donor.id, node.EncodeEnvelope(snap.Pending))
+	}
+	s.schedule(s.now+s.interval, evAntiEntropy, int32(n.idx), 0, n.inc, nil)
+	s.schedule(s.now+s.tick, evTick, int32(n.idx), 0, n.inc, nil)
+	s.flush(n)
+	s.flush(donor)
+	s.advance(n)
+	s.advance(donor)
+	s.noteDone()
+	return true
 }
 
 // leave makes n leave with notice: its core sends the signed notice to

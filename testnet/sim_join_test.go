@@ -51,8 +51,10 @@ func checkConverged(t *testing.T, label string, s *sim) {
 	ref := live[0]
 	for _, n := range live {
 		c := n.core
-		if got := len(c.Members()); got != len(s.nodes) {
-			t.Errorf("%s: %s knows %d members of %d", label, n.id, got, len(s.nodes))
+		// Every incarnation is a member: the nodes', and those of the nodes
+		// that rejoined after falling behind the frame history.
+		if got := len(c.Members()); got != len(s.nodes)+s.rejoins {
+			t.Errorf("%s: %s knows %d members of %d", label, n.id, got, len(s.nodes)+s.rejoins)
 		}
 		if c.Shares() != len(live) || len(c.Live()) != len(live) {
 			t.Errorf("%s: %s counts %d live and %d shares, want %d", label, n.id, len(c.Live()), c.Shares(), len(live))
@@ -408,6 +410,33 @@ func TestSimMembershipUnderFaults(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// Defect 3 in the simulator: a split that outlasts the frame history. Each
+// side trains on; after the heal the side with the larger ids learns from
+// the origins that the other side's updates it lacks are gone, and rejoins
+// from a snapshot as new incarnations: no stall, one view.
+func TestSimSplitLongerThanHistory(t *testing.T) {
+	sc, err := ParseScenario(strings.NewReader("at 3: partition 0-3 | 4-7\nat 20: heal\nat end: assert applied_twice == 0"), "split.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := uint64(1); seed <= 4; seed++ {
+		for _, staleness := range []int{0, 2} {
+			cfg := simConfig(t, 8, 30, seed)
+			cfg.Faults, cfg.Staleness = sc, staleness
+			cfg.Sync.History = 8
+			if seed%2 == 0 {
+				cfg.Topology = "full"
+			}
+			label := fmt.Sprintf("seed %d (%s, s=%d)", seed, cfg.Topology, staleness)
+			s, r := runSim(t, cfg)
+			if !r.Invariants.OK || r.Rejoined != 4 || r.LiveNodes != 8 {
+				t.Fatalf("%s: invariants %+v, %d rejoined, %d live; want 4 rejoined", label, r.Invariants, r.Rejoined, r.LiveNodes)
+			}
+			checkConverged(t, label, s)
 		}
 	}
 }

@@ -39,6 +39,10 @@ type SimReport struct {
 	SimulatedNodeIterationsPerSecond float64 `json:"simulated_node_iterations_per_second"`
 	// Joined counts the members the scenario added (join).
 	Joined int `json:"joined,omitempty"`
+	// Rejoined counts the nodes that fell behind the frame history (a
+	// partition longer than node.SyncConfig.History) and started again as
+	// new incarnations from a snapshot (node/catchup.go).
+	Rejoined int `json:"rejoined,omitempty"`
 	// LiveNodes are the nodes alive at the end, members that joined
 	// included; the test figures are means over them (accuracy absent for
 	// regression).
@@ -148,6 +152,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 		Rejected:             map[string]uint64{},
 		Assertions:           s.assertions,
 		Joined:               s.joined,
+		Rejoined:             s.rejoins,
 	}
 	if cfg.Faults != nil {
 		r.Scenario = cfg.Faults.Name

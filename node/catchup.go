@@ -1,0 +1,169 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/sketchmesh/sketchmesh/wire"
+)
+
+// Catching up past the frame history.
+//
+// A node keeps at most SyncConfig.History of its own frames. A member cut
+// off for longer (a partition that outlasts the history, a node paused for
+// that long) can then lack updates that exist nowhere any more: every side
+// of a long partition lacks the other's. No resend can close that gap, and
+// waiting for it would stall the mesh for good. So:
+//
+//   - a node asked for its own updates below the oldest it keeps answers
+//     "gone" with that oldest clock (only the origin's word counts: a
+//     member can always withhold its own updates, never another's);
+//   - a node told that a live member's updates it lacks are gone rejoins:
+//     it drops its state and starts again as a new incarnation from a
+//     snapshot of a member of the side it lacks (Ready.Events carries
+//     EventRejoin with that member; the driver runs the join), which
+//     supersedes its old incarnation everywhere, so nobody waits for the
+//     old one's gone updates either;
+//   - a node that lacks gone updates of a member that lacks none of its
+//     own (it never had to tell that member its updates are gone) is simply
+//     behind, as one that was down for long: it rejoins;
+//   - of two nodes that each lack the other's gone updates, one must keep
+//     its state: the one with the smaller id. A node rejoins if any member
+//     whose gone updates it lacks has a smaller id than its own, so the
+//     side of the smallest id keeps its state and every other rejoins.
+//     Since the two directions are learned at different times, a node
+//     decides SuspectTicks after its first gone notice, not at once.
+//
+// The rejoining side's updates made while it was cut off are lost to the
+// mesh: they were in no view but its own side's, which it drops.
+
+// EventRejoin is reported when the node must rejoin through Event.Member.
+const EventRejoin EventKind = 100
+
+const goneTag = "gone"
+
+// RejectBadGone counts gone notices that do not parse or do not come from
+// the origin they speak of.
+const RejectBadGone = "bad_gone"
+
+// ErrBadGone is wrapped by every gone notice decoding error.
+var ErrBadGone = errors.New("bad gone notice")
+
+// EncodeGone writes a gone notice: origin keeps none of its updates below
+// oldest.
+//
+//	[2, "gone", origin str, oldest uint]
+func EncodeGone(origin string, oldest uint64) []byte {
+	w := wire.NewWriter()
+	w.Array(4)
+	w.Uint(syncKind)
+	w.String(goneTag)
+	w.String(origin)
+	w.Uint(oldest)
+	return w.Bytes()
+}
+
+// isGone reports whether data, a sync-kind message, is a gone notice.
+func isGone(data []byte) bool {
+	return len(data) >= 7 && data[2] == 0xa0|byte(len(goneTag)) && string(data[3:7]) == goneTag
+}
+
+// DecodeGone parses a gone notice.
+func DecodeGone(data []byte) (origin string, oldest uint64, err error) {
+	r := wire.NewReader(data)
+	fail := func(err error) (string, uint64, error) { return "", 0, fmt.Errorf("%w: %w", ErrBadGone, err) }
+	if err := r.Fields("gone notice", 4); err != nil {
+		return fail(err)
+	}
+	kind, err := r.Uint("kind")
+	if err != nil {
+		return fail(err)
+	}
+	tag, err := r.String("tag", len(goneTag))
+	if err != nil {
+		return fail(err)
+	}
+	if kind != syncKind || tag != goneTag {
+		return fail(fmt.Errorf("kind %d %q, want %d %q", kind, tag, syncKind, goneTag))
+	}
+	if origin, err = r.String("origin", MaxMemberIDBytes); err != nil {
+		return fail(err)
+	}
+	if oldest, err = r.Uint("oldest"); err != nil {
+		return fail(err)
+	}
+	if err := r.End(); err != nil {
+		return fail(err)
+	}
+	return origin, oldest, nil
+}
+
+// answerGone tells from, which asked for this node's own updates above
+// have, that those below the oldest kept are gone.
+func (s *Syncer) answerGone(from string, have uint64) {
+	if have >= s.clock {
+		return
+	}
+	oldest := s.clock + 1
+	if log := s.logs[s.index[s.cfg.ID]]; len(log) > 0 {
+		oldest = log[0].clock
+	}
+	if oldest <= have+1 {
+		return
+	}
+	if s.behind == nil {
+		s.behind = map[string]bool{}
+	}
+	s.behind[from] = true
+	s.proto.direct = append(s.proto.direct, Message{To: from, Data: EncodeGone(s.cfg.ID, oldest)})
+}
+
+// handleGone records that origin's updates below oldest are gone, and
+// decides whether this node must rejoin.
+func (s *Syncer) handleGone(from string, data []byte) {
+	origin, oldest, err := DecodeGone(data)
+	if err != nil || origin != from || !s.isMember(origin) {
+		s.reject(RejectBadGone)
+		return
+	}
+	if s.gone == nil {
+		s.gone = map[string]uint64{}
+	}
+	if oldest > 0 && oldest-1 > s.gone[origin] {
+		s.gone[origin] = oldest - 1
+		if s.goneSince == 0 {
+			s.goneSince = s.proto.tick + 1
+		}
+	}
+}
+
+// lacksGone reports whether the node lacks some of member q's updates
+// that are gone.
+func (s *Syncer) lacksGone(q string) bool {
+	g, ok := s.gone[q]
+	return ok && s.vc.Get(q) < g
+}
+
+// decideRejoin runs at each tick (see above).
+func (s *Syncer) decideRejoin() {
+	if s.proto.rejoin != "" || s.goneSince == 0 || s.proto.tick-(s.goneSince-1) < uint64(s.sc.SuspectTicks) {
+		return
+	}
+	var lacking []string
+	must := false
+	for _, m := range s.liveList {
+		if m != s.cfg.ID && s.lacksGone(m) {
+			lacking = append(lacking, m)
+			must = must || !s.behind[m] || m < s.cfg.ID
+		}
+	}
+	if !must {
+		return
+	}
+	s.proto.rejoin = slices.Min(lacking)
+	s.proto.events = append(s.proto.events, Event{Kind: EventRejoin, Member: s.proto.rejoin, Clock: s.gone[s.proto.rejoin]})
+}
+
+// Rejoining returns the member this node must rejoin through, or "".
+func (s *Syncer) Rejoining() string { return s.proto.rejoin }
