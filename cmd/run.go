@@ -79,6 +79,7 @@ type runFlags struct {
 	saveModel       string
 	hashBits        uint
 	format          string
+	history         int
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -112,6 +113,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at this host:port, e.g. 127.0.0.1:9090 (path /metrics)")
 	fs.DurationVar(&f.deadAfter, "dead-after", 5*time.Second, "floor of the silence after which a member is declared dead; the timeout grows to 10 of the mesh's slowest rounds")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often the node announces itself on the membership topic")
+	fs.IntVar(&f.history, "history", 512, "own updates this node keeps for members that missed them, in iterations (>= 1); a member cut off for longer catches up by snapshot, as a new incarnation")
 	fs.IntVar(&f.waitMembers, "wait-members", 1, "do not train until this many members (this one included) are live")
 	fs.Uint64Var(&f.evalEvery, "eval-every", 10, "iterations between test-set evaluations (0 = only at the end)")
 	fs.DurationVar(&f.relayWindow, "relay-window", time.Millisecond, "how long a relay collects arrivals before forwarding them in one message per next hop")
@@ -294,6 +296,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.evalEvery, Metrics: metrics, Logger: logger,
 		MinIteration: f.minIteration, Progress: f.progress,
 	}
+	// A member that fell behind the frame history rejoins as a new
+	// incarnation: the daemon runs the join, this builds the new core.
+	daemonCfg.Rejoin = func(member string, reply *mesh.JoinReply) (*node.Syncer, error) {
+		auth, err := mesh.NewKeyAuthenticator(f.mesh, member, key)
+		if err != nil {
+			return nil, err
+		}
+		return f.newCore(member, settings, train, reply, nil, auth)
+	}
 	models := modelSaver{path: f.saveModel, settings: settings, mesh: f.mesh, data: []string{train.Name, test.Name}}
 	if f.checkpointDir != "" || f.saveModel != "" {
 		daemonCfg.Checkpoint = func(n *node.Syncer) error {
@@ -392,6 +403,8 @@ func (f *runFlags) check() error {
 		return badInput("--heartbeat %v: want > 0", f.heartbeat)
 	case f.waitMembers < 1:
 		return badInput("--wait-members %d: want >= 1", f.waitMembers)
+	case f.history < 1:
+		return badInput("--history %d: want >= 1", f.history)
 	case f.relayWindow < 0:
 		return badInput("--relay-window %v: want >= 0", f.relayWindow)
 	case f.minIteration < 0:
@@ -589,7 +602,7 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 			return nil, fmt.Errorf("checkpoint optimizer state: %w", err)
 		}
 	}
-	n, err := node.NewSyncer(cfg, node.SyncConfig{History: 512})
+	n, err := node.NewSyncer(cfg, node.SyncConfig{History: f.history})
 	if err != nil {
 		return nil, err
 	}

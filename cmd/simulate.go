@@ -13,6 +13,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
@@ -38,6 +39,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal', 'at 45: join 2'")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
 	hashBits := fs.Uint("hash-bits", 0, hashBitsHelp)
+	history := fs.Int("history", 4096, "own updates each node keeps for members that missed them, in iterations (>= 1); a node cut off for longer catches up by snapshot, as a new incarnation")
 	format := fs.String("format", "libsvm", formatHelp)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -65,6 +67,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return badInput("--compute-time %v: want > 0", *computeTime)
 	case *relayWindow < 0:
 		return badInput("--relay-window %v: want >= 0", *relayWindow)
+	case *history < 1:
+		return badInput("--history %d: want >= 1", *history)
 	}
 	link, err := testnet.ParseLinkProfile(*wan)
 	if err != nil {
@@ -94,6 +98,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		LR: *lr, L2: *l2, Batch: *batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,
 		ErrorFeedback: *errorFeedback, Staleness: *staleness, Topology: *topology, WAN: link,
 		ComputeTime: *computeTime, FlushDelay: *relayWindow, Faults: scenario,
+		Sync: node.SyncConfig{History: *history},
 	}
 	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %d iterations, seed %d\n",
 		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, cfg.Iterations, cfg.Seed)

@@ -69,6 +69,11 @@ type DaemonConfig struct {
 	// MinIteration pads iterations to at least this wall time, for demos
 	// and tests that need a run to last; 0 trains as fast as it can.
 	MinIteration time.Duration
+	// Rejoin builds the core of a new incarnation member from its join
+	// reply, when this node fell behind the frame history and must catch
+	// up by snapshot (node/catchup.go); the daemon runs the join. nil: the
+	// run ends with an error instead.
+	Rejoin func(member string, reply *JoinReply) (*node.Syncer, error)
 	// Metrics, when set, is kept up to date.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -229,10 +234,7 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 		return nil, fmt.Errorf("subscribe to membership topic: %w", err)
 	}
 	a.ps = ps
-	ticks := func(d time.Duration) int { return max(1, int((d+cfg.Tick-1)/cfg.Tick)) }
-	suspect := ticks(cfg.DeadAfter)
-	a.n.SetTiming(ticks(cfg.Heartbeat), suspect, 4*suspect)
-	a.n.SetOverlay(a.overlay)
+	a.configureCore()
 	for _, p := range cfg.Peers {
 		if p.Member != a.self {
 			a.learnAddrs(p.Member, p.Addrs)
@@ -250,9 +252,18 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 			cfg.Host.addMember(p)
 		}
 	}
-	a.n.SetAddrs(a.addrStrings())
 	cfg.Host.h.SetStreamHandler(JoinProtocol, a.serveJoin)
 	return a, nil
+}
+
+// configureCore gives the core what the daemon decides: its timeouts in
+// ticks of cfg.Tick, the overlay, and this host's addresses.
+func (a *Daemon) configureCore() {
+	ticks := func(d time.Duration) int { return max(1, int((d+a.cfg.Tick-1)/a.cfg.Tick)) }
+	suspect := ticks(a.cfg.DeadAfter)
+	a.n.SetTiming(ticks(a.cfg.Heartbeat), suspect, 4*suspect)
+	a.n.SetOverlay(a.overlay)
+	a.n.SetAddrs(a.addrStrings())
 }
 
 // overlay is the router over the live members (node.Config.Overlay).
@@ -430,6 +441,12 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			lastProgress = now
 		}
 		flush()
+		if a.n.Rejoining() != "" {
+			if err := a.rejoin(ctx); err != nil {
+				return a.result(start, false), err
+			}
+			continue
+		}
 		if a.finished() {
 			return a.finish(ctx, start, false)
 		}
@@ -730,6 +747,62 @@ func addrsOf(h *Host, p peer.ID) []string {
 		out = append(out, m.String())
 	}
 	return out
+}
+
+// rejoin replaces the core with a new incarnation's, started from a
+// snapshot of the member the core named (or of any other live member that
+// admits it): the node fell behind the frame history.
+func (a *Daemon) rejoin(ctx context.Context) error {
+	through := a.n.Rejoining()
+	if a.cfg.Rejoin == nil {
+		return fmt.Errorf("this node fell behind the frame history (member %s's updates it lacks are gone) and cannot rejoin: restart it with --join", shortMember(through))
+	}
+	selfPeer, inc, err := MemberPeer(a.self)
+	if err != nil {
+		return err
+	}
+	member := MemberID(selfPeer, inc+1)
+	var sign func([]byte) ([]byte, error)
+	if auth := a.n.Config().Auth; auth != nil {
+		sign = auth.SignMessage
+	}
+	candidates := append([]string{through}, a.n.Live()...)
+	var errs []error
+	for _, m := range candidates {
+		p, err := PeerOf(m)
+		if err != nil || p == selfPeer {
+			continue
+		}
+		addrs := a.cfg.Host.h.Peerstore().Addrs(p)
+		if len(addrs) == 0 {
+			continue
+		}
+		full, err := ma.NewMultiaddr(addrs[0].String() + "/p2p/" + p.String())
+		if err != nil {
+			continue
+		}
+		a.log.Warn("fell behind the frame history: rejoining by snapshot as a new incarnation", "through", shortMember(m), "new", shortMember(member))
+		jctx, cancel := context.WithTimeout(ctx, a.cfg.JoinTimeout)
+		reply, err := Join(jctx, a.cfg.Host, full, JoinRequest{Mesh: a.cfg.Mesh, Member: member, Settings: a.cfg.Settings, Addrs: a.addrStrings()}, sign)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		core, err := a.cfg.Rejoin(member, reply)
+		if err != nil {
+			return fmt.Errorf("rejoin as %s: %w", member, err)
+		}
+		a.n, a.self, a.cfg.Node = core, member, core
+		a.log = a.cfg.Logger.With("self", shortMember(member))
+		a.configureCore()
+		for _, pr := range reply.Members {
+			a.learnAddrs(pr.Member, pr.Addrs)
+		}
+		a.log.Info("rejoined the mesh", "clock", a.n.Clock(), "members", len(a.n.Members()))
+		return nil
+	}
+	return fmt.Errorf("fell behind the frame history and no member admitted this node again: %w", errors.Join(errs...))
 }
 
 // finish ends the run: a final evaluation and checkpoint, the leave notice
