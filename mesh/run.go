@@ -16,6 +16,9 @@ type Options struct {
 	// something to forward, so that a relay combines what several neighbours
 	// sent into one message per next hop. 0 forwards at once.
 	RelayWindow time.Duration
+	// Tick is the length of the core's tick (node.Syncer.Tick). Default
+	// 100 ms.
+	Tick time.Duration
 	// AfterTrain runs after every local iteration; took is how long the
 	// iteration's computation ran. A testnet uses it to report progress and
 	// to emulate slower nodes.
@@ -31,17 +34,37 @@ type RunStats struct {
 	Wall time.Duration
 }
 
-// Run drives n over t until n is done (all iterations run and every live
-// member's updates in), the context ends, or training fails. Arrivals are
-// handled before each iteration so relays forward promptly.
-func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats, error) {
+// Run drives n over t, a mesh whose members are known from the start (a
+// testnet), until n is done (all iterations run and every live member's
+// updates in), the context ends, or training fails. It runs the core's
+// whole protocol: ticks, hellos and failure detection, retransmission;
+// broadcasts go to every member directly, as there is no membership topic.
+// Arrivals are handled before each iteration so relays forward promptly.
+func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunStats, error) {
 	start := time.Now()
 	var st RunStats
+	if opts.Tick <= 0 {
+		opts.Tick = 100 * time.Millisecond
+	}
+	tick := time.NewTicker(opts.Tick)
+	defer tick.Stop()
 	inbox := t.Inbox()
 	var window *time.Timer
 	if opts.RelayWindow > 0 {
 		window = time.NewTimer(opts.RelayWindow)
 		defer window.Stop()
+	}
+	out := func(rd node.Ready) {
+		for _, m := range rd.Messages {
+			t.Send(m.To, m.Data)
+		}
+		for _, b := range rd.Broadcast {
+			for _, m := range n.Members() {
+				if m != n.ID() {
+					t.Send(m, b)
+				}
+			}
+		}
 	}
 	send := func() {
 		if window != nil && n.HasReady() {
@@ -54,18 +77,22 @@ func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats
 					n.Receive(m.From, m.Data)
 				case <-window.C:
 					break collect
+				case <-ctx.Done():
+					break collect
 				}
 			}
 		}
-		for _, m := range n.Ready().Messages {
-			t.Send(m.To, m.Data)
-		}
+		out(n.Ready())
 	}
+	// Stuck at the gate for a few ticks: ask the members holding it back.
+	var blockedTicks int
 	for {
 		for drained := false; !drained; {
 			select {
 			case m := <-inbox:
 				n.Receive(m.From, m.Data)
+			case <-tick.C:
+				n.Tick()
 			default:
 				drained = true
 			}
@@ -77,13 +104,14 @@ func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats
 			return st, err
 		}
 		if n.CanTrain() {
+			blockedTicks = 0
 			trainStart := time.Now()
 			if err := n.Train(); err != nil {
 				st.Wall = time.Since(start)
 				return st, fmt.Errorf("train: %w", err)
 			}
 			if opts.AfterTrain != nil {
-				opts.AfterTrain(n, time.Since(trainStart))
+				opts.AfterTrain(n.Node, time.Since(trainStart))
 			}
 			continue
 		}
@@ -91,6 +119,12 @@ func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats
 		select {
 		case m := <-inbox:
 			n.Receive(m.From, m.Data)
+		case <-tick.C:
+			n.Tick()
+			if blockedTicks++; blockedTicks%3 == 0 {
+				out(node.Ready{Messages: n.SyncRequest()})
+				out(node.Ready{Messages: n.AntiEntropy()})
+			}
 		case <-ctx.Done():
 			st.Wall = time.Since(start)
 			return st, fmt.Errorf("node %s at clock %d: %w", n.ID(), n.Clock(), ctx.Err())

@@ -186,7 +186,7 @@ func NewModel(kind model.Kind, l2 float64, train *dataset.Dataset) (*model.Model
 type member struct {
 	host   *mesh.Host
 	allow  *mesh.AllowList
-	core   *node.Node
+	core   *node.Syncer
 	shard  *dataset.Dataset
 	run    mesh.RunStats
 	runErr error
@@ -240,7 +240,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.core, err = node.New(node.Config{
+		m.core, err = node.NewSyncer(node.Config{
 			ID:            ids[i],
 			Members:       memberIDs,
 			Auth:          auth,
@@ -256,7 +256,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Shard:         m.shard.Rows,
 			Router:        router,
 			Factors:       cfg.Factors,
-		})
+		}, node.SyncConfig{})
 		if err != nil {
 			return nil, err
 		}
