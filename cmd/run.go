@@ -176,6 +176,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// Every listener is checked before anything is printed: a port in use
+	// is bad input, found at once.
+	if err := mesh.CheckListen(f.listenAddrs()); err != nil {
+		return badInput("--listen %w", err)
+	}
+	var metricsListener net.Listener
+	if f.metrics != "" {
+		if metricsListener, err = mesh.ListenTCP(f.metrics); err != nil {
+			return badInput("--metrics %s: %w", f.metrics, err)
+		}
+		defer metricsListener.Close()
+	}
 	key, err := f.identity(logger)
 	if err != nil {
 		return err
@@ -208,6 +220,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	host, err := mesh.NewHost(hostCfg)
+	if errors.Is(err, mesh.ErrAddrInUse) {
+		return usageError{err}
+	}
 	if err != nil {
 		return err
 	}
@@ -248,13 +263,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	var metrics *mesh.Metrics
-	if f.metrics != "" {
+	if metricsListener != nil {
 		metrics = mesh.NewMetrics()
-		stopMetrics, err := serveMetrics(f.metrics, metrics, logger)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
+		defer serveMetrics(metricsListener, metrics, logger)()
 	}
 	var peers []mesh.PeerRecord
 	if reply != nil {
@@ -423,10 +434,10 @@ func (f *runFlags) loadCheckpoint(key crypto.PrivKey) (*checkpoint.State, error)
 		return nil, fmt.Errorf("--checkpoint-dir %s: %w", f.checkpointDir, err)
 	}
 	if p, err := peer.IDFromPrivateKey(key); err == nil && p != owner {
-		return nil, fmt.Errorf("--checkpoint-dir %s holds the checkpoint of peer %s, not of this key's peer %s", f.checkpointDir, owner, p)
+		return nil, badInput("--checkpoint-dir %s holds the checkpoint of peer %s, not of this key's peer %s", f.checkpointDir, owner, p)
 	}
 	if st.Mesh != f.mesh {
-		return nil, fmt.Errorf("--checkpoint-dir %s holds a checkpoint of mesh %q, not %q", f.checkpointDir, st.Mesh, f.mesh)
+		return nil, badInput("--checkpoint-dir %s holds a checkpoint of mesh %q, not %q", f.checkpointDir, st.Mesh, f.mesh)
 	}
 	return st, nil
 }
@@ -591,12 +602,8 @@ func addrStrings(h *mesh.Host) []string {
 	return out
 }
 
-// serveMetrics serves /metrics at addr until the returned stop is called.
-func serveMetrics(addr string, m *mesh.Metrics, logger *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--metrics %s: %w", addr, err)}
-	}
+// serveMetrics serves /metrics on ln until the returned stop is called.
+func serveMetrics(ln net.Listener, m *mesh.Metrics, logger *slog.Logger) func() {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -606,5 +613,5 @@ func serveMetrics(addr string, m *mesh.Metrics, logger *slog.Logger) (func(), er
 		}
 	}()
 	logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	return func() { _ = srv.Close() }, nil
+	return func() { _ = srv.Close() }
 }

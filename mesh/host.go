@@ -174,12 +174,16 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	if err := CheckListen(cfg.ListenAddrs); err != nil {
+		return nil, fmt.Errorf("listen on %w", err)
+	}
 	mgr, err := limits.resourceManager()
 	if err != nil {
 		return nil, err
 	}
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
+		libp2p.UserAgent(AgentVersion()),
 		libp2p.ListenAddrStrings(cfg.ListenAddrs...),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),
@@ -202,7 +206,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		_ = mgr.Close()
-		return nil, fmt.Errorf("start libp2p host on %v: %w", cfg.ListenAddrs, err)
+		return nil, fmt.Errorf("start libp2p host on %v: %w", cfg.ListenAddrs, OneLine(err))
 	}
 	mh := newHost(h, logger, limits)
 	mh.shape = cfg.Shape
