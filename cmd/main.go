@@ -92,21 +92,28 @@ func usage(w io.Writer, cmds map[string]command) {
 func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sketchmesh %s\n\n%s\n\nFlags:\n", synopsis, about)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: sketchmesh %s\n\n%s\n", synopsis, about)
+		printFlags(stderr, fs)
 	}
 	return fs
 }
 
-// parseFlags parses args into fs, turning flag errors into bad input and
-// refusing stray positional arguments.
+// parseFlags parses args into fs, turning flag errors into bad input of
+// one line and refusing stray positional arguments; -h and --help print
+// the usage.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage()
 			return err
 		}
-		return usageError{err}
+		return badInput("%v (see --help)", strings.Replace(err.Error(), " -", " --", 1))
 	}
 	if fs.NArg() > 0 {
 		return badInput("unexpected argument %q", fs.Arg(0))
@@ -116,9 +123,9 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 
 // newLogger returns the logger of a command: text on stderr at the level given.
 func newLogger(stderr io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, badInput("--log-level %q: want debug, info, warn or error", level)
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l})), nil
 }
@@ -131,11 +138,10 @@ func checkBatch(batch float64) error {
 	return nil
 }
 
-// checkTraining validates the training flags testnet and simulate share.
-func checkTraining(lr, l2, batch float64, iterations, staleness int) error {
+// checkTraining validates the model flags testnet and simulate share
+// besides trainingFlags.
+func checkTraining(l2 float64, iterations, staleness int) error {
 	switch {
-	case !(lr > 0) || math.IsInf(lr, 0):
-		return badInput("--lr %v: want a finite value > 0", lr)
 	case !(l2 >= 0) || math.IsInf(l2, 0):
 		return badInput("--l2 %v: want a finite value >= 0", l2)
 	case iterations < 1:
@@ -143,7 +149,7 @@ func checkTraining(lr, l2, batch float64, iterations, staleness int) error {
 	case staleness < 0:
 		return badInput("--staleness %d: want >= 0", staleness)
 	}
-	return checkBatch(batch)
+	return nil
 }
 
 // oneOf checks that v is among allowed.

@@ -48,15 +48,13 @@ type runFlags struct {
 	relayService    bool
 	mesh            string
 	model           string
-	optimizer       string
-	lr, l2          float64
+	l2              float64
 	dim             uint64
 	codec           string
 	errorFeedback   bool
 	sfb             string
 	staleness       int
 	iterations      uint64
-	batch           float64
 	seed            uint64
 	topology        string
 	key             string
@@ -69,14 +67,17 @@ type runFlags struct {
 	deadAfter       time.Duration
 	heartbeat       time.Duration
 	waitMembers     int
-	evalEvery       uint64
 	relayWindow     time.Duration
 	minIteration    time.Duration
 	progress        time.Duration
 	logFormat       string
-	logLevel        string
 	json            bool
+	training        trainingFlags
 }
+
+// meshWide ends the help of a setting the mesh holds: a joiner given it
+// must give the mesh's value.
+const meshWide = " (mesh-wide: a joiner takes the mesh's value; a value given to a joiner must match it)"
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "YAML file of flag values (keys are flag names); flags given on the command line win")
@@ -87,17 +88,17 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.join, "join", "multiaddr of a mesh member to join through, ending in /p2p/<peer id>; repeatable, tried in order (none: found a new mesh)")
 	f.registerReach(fs)
 	fs.StringVar(&f.mesh, "mesh", "sketchmesh", "mesh name: members of other meshes are refused")
-	fs.StringVar(&f.model, "model", "lr", "model: lr, svm, linear or softmax (a joiner takes the mesh's)")
-	fs.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: sgd or adam (a joiner takes the mesh's)")
-	fs.Float64Var(&f.lr, "lr", 0.02, "learning rate > 0 (a joiner takes the mesh's)")
-	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength >= 0 (a joiner takes the mesh's)")
-	fs.Uint64Var(&f.dim, "dim", 0, "model dimension: the largest feature id with a weight (0 = the largest in --data; a joiner takes the mesh's)")
-	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+" (a joiner takes the mesh's)")
-	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update (a joiner takes the mesh's)")
-	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always (a joiner takes the mesh's)")
-	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound in iterations, 0 = bulk-synchronous (a joiner takes the mesh's)")
-	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped (a joiner takes the mesh's)")
-	fs.Float64Var(&f.batch, "batch", 0.1, "mini-batch: a fraction of this node's data when below 1, else a row count")
+	fs.StringVar(&f.model, "model", "lr", "model: lr, svm, linear or softmax"+meshWide)
+	f.training.register(fs)
+	fs.Lookup("optimizer").Usage += meshWide
+	fs.Lookup("lr").Usage += meshWide
+	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength >= 0"+meshWide)
+	fs.Uint64Var(&f.dim, "dim", 0, "model dimension: the largest feature id with a weight (0 = the largest in --data)"+meshWide)
+	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+""+meshWide)
+	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update"+meshWide)
+	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always"+meshWide)
+	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound in iterations, 0 = bulk-synchronous"+meshWide)
+	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped"+meshWide)
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for mini-batch sampling and the held-out test split")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links, relayed) or full")
 	fs.StringVar(&f.key, "key", "", "file holding this node's libp2p key, created (mode 0600) if absent; keeps the peer id across restarts (default: a fresh key each start)")
@@ -110,21 +111,19 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.deadAfter, "dead-after", 5*time.Second, "floor of the silence after which a member is declared dead; the timeout grows to 10 of the mesh's slowest rounds")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often the node announces itself on the membership topic")
 	fs.IntVar(&f.waitMembers, "wait-members", 1, "do not train until this many members (this one included) are live")
-	fs.Uint64Var(&f.evalEvery, "eval-every", 10, "iterations between test-set evaluations (0 = only at the end)")
 	fs.DurationVar(&f.relayWindow, "relay-window", time.Millisecond, "how long a relay collects arrivals before forwarding them in one message per next hop")
 	fs.DurationVar(&f.minIteration, "min-iteration-time", 0, "pad each iteration to at least this wall time, e.g. 20ms, so a demo or a test lasts long enough to watch (0 = as fast as it can)")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often a progress line is logged")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
 }
 
 // meshSettings are the settings named by node.SettingNames that a joiner
 // may give explicitly; the flag names match.
-func (f *runFlags) settings(maxFeature uint64, classes []float64) node.Settings {
+func (f *runFlags) settings(maxFeature uint64, classes []float64, lr float64) node.Settings {
 	return node.Settings{
 		Model: model.Kind(f.model), MaxFeature: maxFeature, Classes: classes, L2: f.l2,
-		Optimizer: model.OptimizerKind(f.optimizer), LearningRate: f.lr, Staleness: f.staleness,
+		Optimizer: model.OptimizerKind(f.training.optimizer), LearningRate: lr, Staleness: f.staleness,
 		Codec: f.codec, ErrorFeedback: f.errorFeedback, Factors: node.FactorMode(f.sfb), Iterations: f.iterations,
 	}
 }
@@ -165,7 +164,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	explicit := explicitSettings(fs)
-	logger, err := runLogger(stderr, f.logFormat, f.logLevel)
+	logger, err := runLogger(stderr, f.logFormat, f.training.logLevel)
 	if err != nil {
 		return err
 	}
@@ -274,7 +273,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	daemonCfg := mesh.DaemonConfig{
 		Mesh: f.mesh, Host: host, Node: core, Settings: settings, Peers: peers, MinMembers: f.waitMembers,
 		Topology: f.topology, Heartbeat: f.heartbeat, DeadAfter: f.deadAfter, RelayWindow: f.relayWindow,
-		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.evalEvery, Metrics: metrics, Logger: logger,
+		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.training.evalInterval(settings.Iterations), Metrics: metrics, Logger: logger,
 		MinIteration: f.minIteration, Progress: f.progress,
 	}
 	if f.checkpointDir != "" {
@@ -328,7 +327,6 @@ func (f *runFlags) check() error {
 		allowed []string
 	}{
 		{"model", f.model, []string{"lr", "svm", "linear", "softmax"}},
-		{"optimizer", f.optimizer, []string{"sgd", "adam"}},
 		{"codec", f.codec, codec.Names()},
 		{"topology", f.topology, []string{"halton", "full"}},
 		{"sfb", f.sfb, []string{"off", "auto", "always"}},
@@ -339,7 +337,10 @@ func (f *runFlags) check() error {
 			return err
 		}
 	}
-	if err := checkTraining(f.lr, f.l2, f.batch, 1, f.staleness); err != nil {
+	if err := f.training.check(); err != nil {
+		return err
+	}
+	if err := checkTraining(f.l2, 1, f.staleness); err != nil {
 		return err
 	}
 	switch {
@@ -367,9 +368,9 @@ func (f *runFlags) check() error {
 }
 
 func runLogger(stderr io.Writer, format, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, badInput("--log-level %q: want debug, info, warn or error", level)
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: l}
 	if format == "json" {
@@ -460,7 +461,11 @@ func (f *runFlags) founderSettings(train *dataset.Dataset, saved *checkpoint.Sta
 	if dim == 0 {
 		dim = mdl.Config().MaxFeature
 	}
-	s := f.settings(dim, mdl.Config().Classes)
+	lr, err := f.training.rate(model.Kind(f.model), train)
+	if err != nil {
+		return node.Settings{}, err
+	}
+	s := f.settings(dim, mdl.Config().Classes, lr)
 	if _, _, _, err := s.Build(); err != nil {
 		return node.Settings{}, usageError{err}
 	}
@@ -494,9 +499,9 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 	if err != nil {
 		return nil, fmt.Errorf("mesh settings: %w", err)
 	}
-	batch := int(f.batch)
-	if f.batch < 1 {
-		batch = max(1, int(f.batch*float64(len(train.Rows))))
+	batch := int(f.training.batch)
+	if f.training.batch < 1 {
+		batch = max(1, int(f.training.batch*float64(len(train.Rows))))
 	}
 	cfg := node.Config{
 		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/halton"
+	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -178,6 +179,8 @@ type Daemon struct {
 	// aloneFrom is when the node last found itself the only live member;
 	// zero while it has company.
 	aloneFrom, aloneWarned time.Time
+	// lossWatch warns when the test loss stalls or rises.
+	lossWatch model.LossWatch
 }
 
 // TopicName is the membership topic of a mesh.
@@ -191,7 +194,7 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	}
 	a := &Daemon{
 		cfg: cfg, n: cfg.Node, self: cfg.Node.ID(),
-		log:     cfg.Logger.With("member", shortMember(cfg.Node.ID())),
+		log:     cfg.Logger.With("self", shortMember(cfg.Node.ID())),
 		joins:   make(chan joinCall),
 		heard:   make(chan heard, 256),
 		peers:   map[string]*peerState{},
@@ -473,10 +476,19 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 		paced := a.cfg.MinIteration > 0 && now.Sub(a.lastTrain) < a.cfg.MinIteration
 		if !a.quorate && len(a.n.Live()) >= a.cfg.MinMembers {
 			a.quorate = true
+			if !blockedSince.IsZero() {
+				blockedSince = now // waiting for MinMembers is not blocking
+			}
 		}
 		if !paced && a.quorate && a.n.CanTrain() {
 			if !blockedSince.IsZero() {
-				a.blocked += now.Sub(blockedSince)
+				// The wait for --min-iteration-time is padding, not
+				// blocking: only the time past it counts.
+				from := blockedSince
+				if padEnd := a.lastTrain.Add(a.cfg.MinIteration); a.cfg.MinIteration > 0 && padEnd.After(from) {
+					from = padEnd
+				}
+				a.blocked += max(0, now.Sub(from))
 				blockedSince = time.Time{}
 			}
 			if err := a.train(); err != nil {
@@ -556,6 +568,9 @@ func (a *Daemon) evaluate() {
 	}
 	m := a.n.Evaluate(a.cfg.Test)
 	a.lastEval.clock, a.lastEval.loss, a.lastEval.accuracy = a.n.Clock(), m.Loss, m.Accuracy
+	if msg := a.lossWatch.Observe(m.Loss); msg != "" {
+		a.log.Warn(msg, "clock", a.n.Clock(), "lr", a.cfg.Settings.LearningRate)
+	}
 }
 
 func (a *Daemon) checkpoint() {
@@ -567,11 +582,16 @@ func (a *Daemon) checkpoint() {
 	}
 }
 
+// progress logs a progress line, once training has begun: before, there
+// is no loss to show.
 func (a *Daemon) progress() {
+	if a.lastTrain.IsZero() {
+		return
+	}
 	st := a.n.Stats()
 	a.log.Info("progress", "clock", a.n.Clock(), "live", len(a.n.Live()), "members", len(a.n.Members()),
-		"loss", st.LastLoss, "test_accuracy", a.lastEval.accuracy, "blocked", a.blocked.Round(time.Millisecond),
-		"round", a.round.Round(time.Microsecond))
+		"loss", Sig4(st.LastLoss), "test_loss", Sig4(a.lastEval.loss), "test_accuracy", Sig4(a.lastEval.accuracy),
+		"blocked", a.blocked.Round(time.Millisecond), "round", a.round.Round(time.Microsecond))
 }
 
 // receive hands one arrival to the core under the member id of its sender.
@@ -671,7 +691,7 @@ func (a *Daemon) onAnnouncement(h heard) {
 		if ps.dead {
 			a.forget(an.Member)
 		}
-		a.log.Info("member left", "who", shortMember(an.Member), "last_clock", an.Clock, "waiting_for_updates", !ps.dead)
+		a.log.Info("member left", "member", shortMember(an.Member), "last_clock", an.Clock, "waiting_for_updates", !ps.dead)
 		a.rebuildOverlay()
 		return
 	case AnnounceHello, AnnounceAdmit:
@@ -685,7 +705,7 @@ func (a *Daemon) onAnnouncement(h heard) {
 				return
 			}
 			a.n.AddMember(an.Member, an.Entry)
-			a.log.Info("member joined", "who", shortMember(an.Member), "entry", an.Entry, "live", len(a.n.Live()))
+			a.log.Info("member joined", "member", shortMember(an.Member), "entry", an.Entry, "live", len(a.n.Live()))
 			a.retire(an.Member)
 			a.rebuildOverlay()
 		}
@@ -699,7 +719,7 @@ func (a *Daemon) onAnnouncement(h heard) {
 			if ps.dead {
 				ps.dead = false
 				a.n.PeerUp(an.Member)
-				a.log.Info("member back", "who", shortMember(an.Member))
+				a.log.Info("member back", "member", shortMember(an.Member))
 				a.rebuildOverlay()
 			}
 		}
@@ -760,10 +780,10 @@ func (a *Daemon) detectDeaths(now time.Time) {
 		changed = true
 		silent := now.Sub(ps.lastHeard).Round(time.Millisecond)
 		if ps.left {
-			a.log.Warn("member left but its last updates never arrived; no longer waiting for them", "who", shortMember(m), "since_leave", silent, "timeout", limit)
+			a.log.Warn("member left but its last updates never arrived; no longer waiting for them", "member", shortMember(m), "since_leave", silent, "timeout", limit)
 			continue
 		}
-		a.log.Warn("member declared dead", "who", shortMember(m), "silent_for", silent, "timeout", limit)
+		a.log.Warn("member declared dead", "member", shortMember(m), "silent_for", silent, "timeout", limit)
 	}
 	if changed {
 		a.rebuildOverlay()
@@ -784,13 +804,14 @@ func (a *Daemon) checkAlone(now time.Time) {
 		a.aloneFrom = now
 	}
 	if d := now.Sub(a.aloneFrom); d >= a.cfg.DeadAfter && now.Sub(a.aloneWarned) >= 4*a.cfg.DeadAfter {
-		msg := "no live peers: this node trains alone"
+		msg, level := "no live peers: this node trains alone", slog.LevelWarn
 		if live {
 			msg = "no live peer is reachable: every member this node knows is unreachable"
-		} else if a.cfg.MinMembers > 1 {
-			msg = fmt.Sprintf("no live peers: waiting for %d members before training", a.cfg.MinMembers)
+		} else if !a.quorate {
+			// Waiting for --wait-members is what a founder does first.
+			msg, level = fmt.Sprintf("waiting for %d members before training", a.cfg.MinMembers), slog.LevelInfo
 		}
-		a.log.Warn(msg, "for", d.Round(time.Second), "clock", a.n.Clock())
+		a.log.Log(context.Background(), level, msg, "for", d.Round(time.Second), "clock", a.n.Clock())
 		a.aloneWarned = now
 	}
 }
@@ -823,7 +844,7 @@ func (a *Daemon) admit(q JoinRequest) []byte {
 		return encodeJoinReply(nil, fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))
 	}
 	if err := q.Settings.Conflict(a.cfg.Settings, q.Explicit); err != nil {
-		a.log.Warn("joiner refused", "who", shortMember(q.Member), "err", err)
+		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
 		return encodeJoinReply(nil, err.Error())
 	}
 	if ps, ok := a.peers[q.Member]; ok && ps.left {
@@ -841,7 +862,7 @@ func (a *Daemon) admit(q JoinRequest) []byte {
 		a.rebuildOverlay()
 	}
 	a.publish(Announcement{Kind: AnnounceAdmit, Member: q.Member, Entry: snap.Clock, Clock: snap.Clock, Addrs: q.Addrs})
-	a.log.Info("member admitted", "who", shortMember(q.Member), "entry", snap.Clock, "live", len(a.n.Live()))
+	a.log.Info("member admitted", "member", shortMember(q.Member), "entry", snap.Clock, "live", len(a.n.Live()))
 	reply := &JoinReply{Settings: a.cfg.Settings, Snapshot: &snap}
 	reply.Members = append(reply.Members, PeerRecord{Member: a.self, Addrs: a.addrStrings()})
 	for m, ps := range a.peers {
@@ -874,7 +895,7 @@ func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Res
 		a.log.Warn("last sends not all out before leaving", "err", err)
 	}
 	res := a.result(start, stopped)
-	a.log.Info("left the mesh", "clock", res.Clock, "test_accuracy", res.Accuracy, "applied_twice", res.AppliedTwice)
+	a.log.Info("left the mesh", "clock", res.Clock, "test_accuracy", Sig4(res.Accuracy), "applied_twice", res.AppliedTwice)
 	return res, nil
 }
 

@@ -1,6 +1,9 @@
 package mesh
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // oneLineError prints its cause on one line: libp2p's dial and start
 // errors list one line per address or module, which breaks a log record
@@ -36,4 +39,14 @@ func flatten(s string) string {
 		b.WriteString(l)
 	}
 	return b.String()
+}
+
+// Sig4 rounds v to 4 significant digits, so a log line shows 0.6931, not
+// 0.6931471805599453.
+func Sig4(v float64) float64 {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 4, 64), 64)
+	if err != nil {
+		return v
+	}
+	return r
 }

@@ -262,8 +262,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	// The curve starts from the untrained model, at iteration 0.
+	met0 := members[0].core.Evaluate(cfg.Test.Rows)
+	curve := []CurvePoint{curvePoint(Progress{TestLoss: met0.Loss, TestAccuracy: met0.Accuracy})}
 	start := time.Now()
-	var curve []CurvePoint
 	observe := func(n *node.Node) {
 		t := n.Clock()
 		if t%uint64(cfg.EvalEvery) != 0 && t != uint64(cfg.Iterations) {
