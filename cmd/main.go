@@ -15,6 +15,10 @@ import (
 	"syscall"
 )
 
+// errInterrupted ends a command stopped by SIGINT or SIGTERM after it
+// printed what it had: it exits with status 130, as a shell does.
+var errInterrupted = errors.New("interrupted")
+
 // usageError marks bad input: it exits with status 2.
 type usageError struct{ err error }
 
@@ -64,6 +68,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errInterrupted):
+		fmt.Fprintf(stderr, "sketchmesh %s: interrupted\n", args[0])
+		return 130
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "sketchmesh %s: %v\n", args[0], err)
 		return 2

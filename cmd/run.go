@@ -136,7 +136,9 @@ type runReport struct {
 	TestAccuracy     float64           `json:"test_accuracy"`
 	TestLoss         float64           `json:"test_loss"`
 	Members          int               `json:"members"`
+	Incarnations     int               `json:"incarnations"`
 	Live             int               `json:"live"`
+	Iterations       uint64            `json:"iterations"`
 	UpdatesFromStart uint64            `json:"updates_from_snapshot"`
 	UpdatesApplied   uint64            `json:"updates_applied"`
 	UpdatesHeld      uint64            `json:"updates_held"`
@@ -291,7 +293,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	rep := runReport{
 		Member: res.Member, Peer: host.ID(), Clock: res.Clock, TestAccuracy: res.Accuracy, TestLoss: res.Loss,
-		Members: res.Members, Live: res.Live, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
+		Members: res.Members, Incarnations: res.Incarnations, Live: res.Live, Iterations: settings.Iterations, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
 		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected,
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
 		DirectPeers: res.DirectPeers, RelayedPeers: res.RelayedPeers, UnreachableLinks: res.UnreachableLinks,
@@ -300,10 +302,35 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "done: clock %d, test accuracy %.2f %%, test loss %.4f, %d of %d members live, %d updates held, %d applied twice, blocked %.1f s of %.1f s; peers %d direct, %d relayed, %d unreachable\n",
-		rep.Clock, 100*rep.TestAccuracy, rep.TestLoss, rep.Live, rep.Members, rep.UpdatesHeld, rep.AppliedTwice, rep.BlockedSeconds, rep.WallSeconds,
-		rep.DirectPeers, rep.RelayedPeers, rep.UnreachableLinks)
+	fmt.Fprintf(stdout, "%s: test accuracy %.2f %%, test loss %.4f; %s; %d updates held, %d applied twice; blocked %.1f s of %.1f s at the staleness gate; peers %d direct, %d relayed, %d unreachable\n",
+		outcome(rep, res.Trained), 100*rep.TestAccuracy, rep.TestLoss, membersText(rep), rep.UpdatesHeld, rep.AppliedTwice,
+		rep.BlockedSeconds, rep.WallSeconds, rep.DirectPeers, rep.RelayedPeers, rep.UnreachableLinks)
 	return nil
+}
+
+// outcome says how a run ended: its iterations done, or stopped, and where.
+func outcome(r runReport, trained bool) string {
+	total := "∞"
+	if r.Iterations > 0 {
+		total = strconv.FormatUint(r.Iterations, 10)
+	}
+	switch {
+	case !trained && r.Stopped:
+		return "stopped before training"
+	case r.Stopped || (r.Iterations > 0 && r.Clock < r.Iterations):
+		return fmt.Sprintf("stopped at %d/%s", r.Clock, total)
+	}
+	return fmt.Sprintf("finished %d/%s", r.Clock, total)
+}
+
+// membersText counts the nodes of the mesh apart from their incarnations
+// (a restarted node is a new incarnation of the same node).
+func membersText(r runReport) string {
+	s := fmt.Sprintf("%d of %d members live", r.Live, r.Members)
+	if r.Incarnations != r.Members {
+		s += fmt.Sprintf(" (%d incarnations)", r.Incarnations)
+	}
+	return s
 }
 
 // explicitSettings lists the mesh-wide settings given on the command line

@@ -295,16 +295,22 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		run = testnet.RunAttack
 	}
 	rep, err := run(ctx, cfg)
-	if err != nil {
+	if rep == nil || (err != nil && ctx.Err() == nil) {
 		return err
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printSummary(stdout, rep)
+		printAttack(stdout, rep.Attack)
 	}
-	printSummary(stdout, rep)
-	printAttack(stdout, rep.Attack)
+	if err != nil {
+		return errInterrupted
+	}
 	return nil
 }
 
@@ -324,7 +330,11 @@ func printSummary(w io.Writer, r *testnet.Report) {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%.4f\t%s\t%d\t%.2fs\t\n", i, n.TrainRows, pct(n.TestAccuracy), n.TestLoss, humanBytes(float64(n.BytesSent)), n.MessagesSent, n.BlockedSeconds)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\n%d nodes, %s, %s, codec %s, %d iterations in %.2fs\n", r.Nodes, r.Model, r.Dataset, r.Codec, r.Iterations, r.WallSeconds)
+	if r.Interrupted {
+		fmt.Fprintf(w, "\n%d nodes, %s, %s, codec %s, interrupted at iteration %d/%d after %.2fs\n", r.Nodes, r.Model, r.Dataset, r.Codec, r.PerNode[0].Clock, r.Iterations, r.WallSeconds)
+	} else {
+		fmt.Fprintf(w, "\n%d nodes, %s, %s, codec %s, %d iterations in %.2fs\n", r.Nodes, r.Model, r.Dataset, r.Codec, r.Iterations, r.WallSeconds)
+	}
 	fmt.Fprintf(w, "final test accuracy %s, test loss %.4f (mean over nodes)\n", pct(r.FinalTestAccuracy), r.FinalTestLoss)
 	fmt.Fprintf(w, "sent %s in all, %s and %.1f messages per node per iteration; %s overlay, %.1f links per node, %.2f hops per update\n",
 		humanBytes(float64(r.BytesSentTotal)), humanBytes(r.BytesSentPerNodePerIteration), r.MessagesPerNodePerIteration, r.Topology, r.LinksPerNode, r.MeanUpdateHops)

@@ -109,9 +109,12 @@ type Result struct {
 	Clock    uint64
 	Accuracy float64
 	Loss     float64
-	// Members and Live count the members ever admitted and those live at
-	// the end.
-	Members, Live int
+	// Incarnations counts the members ever admitted (a restarted node is a
+	// new one), Members the nodes (peers) they ran on, and Live the
+	// members live at the end.
+	Incarnations, Members, Live int
+	// Trained reports whether this node ran at least one iteration.
+	Trained bool
 	// FromSnapshot, Applied and Held account for every update in the view
 	// (see node.Node.Ledger); AppliedTwice is FromSnapshot+Applied−Held
 	// and must be 0.
@@ -909,11 +912,23 @@ func (a *Daemon) result(start time.Time, stopped bool) Result {
 	direct, relayed, unreachable := a.linkCounts(time.Now())
 	return Result{
 		Member: a.self, Clock: a.n.Clock(), Accuracy: a.lastEval.accuracy, Loss: a.lastEval.loss,
-		Members: len(a.n.Members()), Live: len(a.n.Live()),
+		Incarnations: len(a.n.Members()), Members: countPeers(a.n.Members()), Live: len(a.n.Live()),
+		Trained: !a.lastTrain.IsZero(),
 		FromSnapshot: fromSnap, Applied: applied, Held: held, AppliedTwice: twice,
 		Rejected: st.Rejected, Blocked: a.blocked, Wall: time.Since(start), Left: stopped,
 		DirectPeers: direct, RelayedPeers: relayed, UnreachableLinks: unreachable,
 	}
+}
+
+// countPeers counts the distinct peers that ran the members.
+func countPeers(members []string) int {
+	peers := map[peer.ID]bool{}
+	for _, m := range members {
+		if p, err := PeerOf(m); err == nil {
+			peers[p] = true
+		}
+	}
+	return len(peers)
 }
 
 func (a *Daemon) metrics() {
