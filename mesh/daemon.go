@@ -913,7 +913,7 @@ func (a *Daemon) result(start time.Time, stopped bool) Result {
 	return Result{
 		Member: a.self, Clock: a.n.Clock(), Accuracy: a.lastEval.accuracy, Loss: a.lastEval.loss,
 		Incarnations: len(a.n.Members()), Members: countPeers(a.n.Members()), Live: len(a.n.Live()),
-		Trained: !a.lastTrain.IsZero(),
+		Trained:      !a.lastTrain.IsZero(),
 		FromSnapshot: fromSnap, Applied: applied, Held: held, AppliedTwice: twice,
 		Rejected: st.Rejected, Blocked: a.blocked, Wall: time.Since(start), Left: stopped,
 		DirectPeers: direct, RelayedPeers: relayed, UnreachableLinks: unreachable,
