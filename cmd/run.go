@@ -515,7 +515,7 @@ func joinAny(ctx context.Context, h *mesh.Host, addrs []ma.Multiaddr, q mesh.Joi
 		}
 		errs = append(errs, err)
 	}
-	return nil, fmt.Errorf("no --join member could be reached: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("no --join member could be reached: %w", mesh.OneLine(errors.Join(errs...)))
 }
 
 // newCore builds the node core: fresh for a founder, from the mesh's

@@ -184,6 +184,8 @@ type Daemon struct {
 	aloneFrom, aloneWarned time.Time
 	// lossWatch warns when the test loss stalls or rises.
 	lossWatch model.LossWatch
+	// joinWarn spaces warnings about unreadable join requests.
+	joinWarn logEvery
 }
 
 // TopicName is the membership topic of a mesh.
@@ -197,12 +199,13 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	}
 	a := &Daemon{
 		cfg: cfg, n: cfg.Node, self: cfg.Node.ID(),
-		log:     cfg.Logger.With("self", shortMember(cfg.Node.ID())),
-		joins:   make(chan joinCall),
-		heard:   make(chan heard, 256),
-		peers:   map[string]*peerState{},
-		byPeer:  map[peer.ID]string{},
-		stopped: make(chan struct{}),
+		log:      cfg.Logger.With("self", shortMember(cfg.Node.ID())),
+		joins:    make(chan joinCall),
+		heard:    make(chan heard, 256),
+		peers:    map[string]*peerState{},
+		byPeer:   map[peer.ID]string{},
+		stopped:  make(chan struct{}),
+		joinWarn: logEvery{period: failureLogEvery},
 	}
 	selfPeer, err := PeerOf(a.self)
 	if err != nil {

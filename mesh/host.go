@@ -132,6 +132,8 @@ type Host struct {
 	// fixed part of a message's write deadline.
 	maxQueue     int
 	writeTimeout time.Duration
+	// refusedLog spaces the warnings about refused update streams.
+	refusedLog logEvery
 	// rcmgr is the resource manager NewHost made, closed with the host.
 	rcmgr network.ResourceManager
 	// reach runs relays and NAT traversal (HostConfig.Reach); links tracks
@@ -249,6 +251,7 @@ func newHost(h host.Host, logger *slog.Logger, limits Limits) *Host {
 		rate:         newRateLimiter(limits),
 		maxQueue:     limits.SendQueueBytes,
 		writeTimeout: limits.WriteTimeout,
+		refusedLog:   logEvery{period: failureLogEvery},
 	}
 	h.SetStreamHandler(UpdateProtocol, mh.handleStream)
 	return mh
@@ -417,13 +420,20 @@ func (m *Host) handleStream(s network.Stream) {
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				m.badStreams.Add(1)
+				refused := true
 				switch {
 				case errors.Is(err, errTooLarge):
 					m.oversized.Add(1)
 				case errors.Is(err, io.ErrUnexpectedEOF):
 					m.truncated.Add(1)
+				default:
+					refused = false // reset or closed by the peer
 				}
-				m.log.Debug("update stream closed", "from", shortID(from), "err", err)
+				if !refused {
+					m.log.Debug("update stream closed", "from", shortID(from), "err", err)
+				} else if ok, n := m.refusedLog.allow(time.Now()); ok {
+					m.log.Warn("update message refused before it was decoded; stream reset", "from", shortID(from), "err", OneLine(err), "unreported_since_last", n)
+				}
 				_ = s.Reset()
 				return
 			}
@@ -648,7 +658,7 @@ func (s *sender) warnFailure(bytes int, err error) {
 		s.suppressed++
 		return
 	}
-	s.host.log.Warn("update not delivered", "to", shortID(s.to), "bytes", bytes, "err", err, "failed_since_last_report", s.suppressed)
+	s.host.log.Warn("update not delivered", "to", shortID(s.to), "bytes", bytes, "err", OneLine(err), "failed_since_last_report", s.suppressed)
 	s.lastWarn, s.suppressed = time.Now(), 0
 }
 

@@ -38,12 +38,16 @@ var BuildInfo = sync.OnceValue(func() Build {
 })
 
 // AgentVersion is what the host announces in libp2p identify:
-// sketchmesh/<version>, with the short commit for a build from a checkout.
+// sketchmesh/<module version>, or sketchmesh/devel-<short commit> for a
+// build from a checkout.
 func AgentVersion() string {
 	b := BuildInfo()
 	v := b.Version
-	if v == "(devel)" && b.Commit != "unknown" {
-		v = "devel-" + b.Commit[:min(12, len(b.Commit))]
+	if v == "(devel)" {
+		v = "devel"
+		if b.Commit != "unknown" {
+			v += "-" + b.Commit[:min(12, len(b.Commit))]
+		}
 	}
 	return "sketchmesh/" + v
 }
