@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/sketchmesh/sketchmesh/mesh"
 )
 
 // errInterrupted ends a command stopped by SIGINT or SIGTERM after it
@@ -42,6 +44,7 @@ func commands() map[string]command {
 		"simulate":    {"run many node cores as a deterministic discrete-event simulation with faults, replayable by seed", runSimulate},
 		"testnet":     {"run a local mesh of real libp2p nodes on one machine and report how it trained", runTestnet},
 		"topology":    {"build the Halton overlay for P members and measure it against a full mesh", runTopology},
+		"version":     {"print the module version, the commit and the Go version of this binary", runVersion},
 	}
 }
 
@@ -78,6 +81,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sketchmesh %s: %v\n", args[0], err)
 		return 1
 	}
+}
+
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("version", "version", "Prints the module version, the commit and the Go version of this binary.", stderr)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	b := mesh.BuildInfo()
+	modified := ""
+	if b.Modified {
+		modified = " (with local changes)"
+	}
+	fmt.Fprintf(stdout, "sketchmesh %s\ncommit %s%s\n%s\n", b.Version, b.Commit, modified, b.GoVersion)
+	return nil
 }
 
 func usage(w io.Writer, cmds map[string]command) {
