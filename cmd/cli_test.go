@@ -93,3 +93,14 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// libp2p's dial errors list one line per address; the command's error
+// holds them on one line.
+func TestJoinErrorIsOneLine(t *testing.T) {
+	code, _, errOut := runMain("run", "--data", "rcv1", "--listen", "/ip4/127.0.0.1/tcp/0", "--log-level", "error",
+		"--join", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWAk8VbAEPjZhviPdyHXuiVshTFVFtDL6XtpxSgjjkm3yJ",
+		"--join", "/ip4/127.0.0.1/tcp/2/p2p/12D3KooWAk8VbAEPjZhviPdyHXuiVshTFVFtDL6XtpxSgjjkm3yJ")
+	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "no --join member could be reached") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
