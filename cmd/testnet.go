@@ -255,8 +255,19 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s, codec %s, staleness %d, %s overlay, links %s, %d iterations\n",
-		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.Codec, cfg.Staleness, cfg.Topology, cfg.WAN.Name, cfg.Iterations)
+	codecs, staleness := "codec "+cfg.Codec, "staleness "+strconv.Itoa(cfg.Staleness)
+	switch {
+	case f.compare != "":
+		codecs = "codecs " + f.compare + " (one run each)"
+	case f.sweepStale != "":
+		staleness = "staleness " + f.sweepStale + " (one run each)"
+	}
+	if (f.compare != "" || f.sweepStale != "") && f.training.evalEvery == 0 {
+		// A comparison is read from its curves: draw them finely.
+		cfg.EvalEvery = max(1, cfg.Iterations/40)
+	}
+	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s lr %.4g, %s, %s, %s overlay, links %s, %d iterations\n",
+		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.LR, codecs, staleness, cfg.Topology, cfg.WAN.Name, cfg.Iterations)
 	switch {
 	case f.sweepStale != "":
 		values, err := parseStalenessList(f.sweepStale)
