@@ -9,8 +9,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +62,7 @@ type runFlags struct {
 	key             string
 	checkpointDir   string
 	checkpointEvery uint64
+	keepBest        bool
 	metrics         string
 	psk             string
 	allow           string
@@ -104,6 +107,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "key", "", "file holding this node's libp2p key, created (mode 0600) if absent; keeps the peer id across restarts (default: a fresh key each start)")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "directory for checkpoints; a node started with a checkpoint there resumes from it and rejoins")
 	fs.Uint64Var(&f.checkpointEvery, "checkpoint-every", 10, "iterations between checkpoints (they are also written at exit)")
+	fs.BoolVar(&f.keepBest, "keep-best", false, "also keep the model of the lowest test loss seen at an evaluation, as a checkpoint in --checkpoint-dir/best (a node started with --checkpoint-dir DIR/best resumes from it)")
 	fs.StringVar(&f.psk, "psk", "", "file holding the mesh's pre-shared key: only peers with the same key can connect (TCP only: QUIC has no private networks)")
 	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping, for meshes that may hold a faulty or malicious member)")
 	fs.StringVar(&f.allow, "allow", "", "admit only these peers: peer ids separated by commas, or @FILE for a file of them, one per line")
@@ -145,12 +149,15 @@ type runReport struct {
 	AppliedTwice     uint64            `json:"applied_twice"`
 	Rejected         map[string]uint64 `json:"rejected"`
 	BlockedSeconds   float64           `json:"blocked_seconds"`
-	WallSeconds      float64           `json:"wall_seconds"`
-	Stopped          bool              `json:"stopped"`
-	Resumed          bool              `json:"resumed_from_checkpoint"`
-	DirectPeers      int               `json:"direct_peers"`
-	RelayedPeers     int               `json:"relayed_peers"`
-	UnreachableLinks int               `json:"unreachable_links"`
+	// BestTestLoss and BestClock describe the model --keep-best kept.
+	BestTestLoss     *float64 `json:"best_test_loss,omitempty"`
+	BestClock        *uint64  `json:"best_clock,omitempty"`
+	WallSeconds      float64  `json:"wall_seconds"`
+	Stopped          bool     `json:"stopped"`
+	Resumed          bool     `json:"resumed_from_checkpoint"`
+	DirectPeers      int      `json:"direct_peers"`
+	RelayedPeers     int      `json:"relayed_peers"`
+	UnreachableLinks int      `json:"unreachable_links"`
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -281,6 +288,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.checkpointDir != "" {
 		daemonCfg.Checkpoint = func(n *node.Syncer) error { return saveCheckpoint(f.checkpointDir, f.mesh, settings, n) }
 	}
+	var best *keptBest
+	if f.keepBest {
+		best = &keptBest{dir: filepath.Join(f.checkpointDir, "best"), mesh: f.mesh, settings: settings, logger: logger}
+		daemonCfg.Evaluated = best.observe
+	}
 	daemon, err := mesh.NewDaemon(ctx, daemonCfg)
 	if err != nil {
 		return err
@@ -298,6 +310,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
 		DirectPeers: res.DirectPeers, RelayedPeers: res.RelayedPeers, UnreachableLinks: res.UnreachableLinks,
 	}
+	if best != nil && best.saved {
+		rep.BestTestLoss, rep.BestClock = &best.loss, &best.clock
+	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(rep)
@@ -305,7 +320,35 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "%s: test accuracy %.2f %%, test loss %.4f; %s; %d updates held, %d applied twice; blocked %.1f s of %.1f s at the staleness gate; peers %d direct, %d relayed, %d unreachable\n",
 		outcome(rep, res.Trained), 100*rep.TestAccuracy, rep.TestLoss, membersText(rep), rep.UpdatesHeld, rep.AppliedTwice,
 		rep.BlockedSeconds, rep.WallSeconds, rep.DirectPeers, rep.RelayedPeers, rep.UnreachableLinks)
+	if rep.BestTestLoss != nil {
+		fmt.Fprintf(stdout, "best test loss %.4f at clock %d, kept in %s\n", *rep.BestTestLoss, *rep.BestClock, best.dir)
+	}
 	return nil
+}
+
+// keptBest keeps the model of the lowest test loss as a checkpoint
+// (--keep-best): a long run that overfits still has its best model.
+type keptBest struct {
+	dir      string
+	mesh     string
+	settings node.Settings
+	logger   *slog.Logger
+	saved    bool
+	loss     float64
+	clock    uint64
+}
+
+// observe runs on the daemon's loop after each evaluation.
+func (b *keptBest) observe(n *node.Syncer, loss float64) {
+	if b.saved && !(loss < b.loss) || math.IsNaN(loss) {
+		return
+	}
+	if err := saveCheckpoint(b.dir, b.mesh, b.settings, n); err != nil {
+		b.logger.Error("best model not kept; training goes on", "dir", b.dir, "err", err)
+		return
+	}
+	b.saved, b.loss, b.clock = true, loss, n.Clock()
+	b.logger.Debug("best model kept", "clock", b.clock, "test_loss", mesh.Sig4(loss), "dir", b.dir)
 }
 
 // outcome says how a run ended: its iterations done, or stopped, and where.
@@ -381,6 +424,8 @@ func (f *runFlags) check() error {
 		return badInput("--relay-window %v: want >= 0", f.relayWindow)
 	case f.minIteration < 0:
 		return badInput("--min-iteration-time %v: want >= 0", f.minIteration)
+	case f.keepBest && f.checkpointDir == "":
+		return badInput("--keep-best needs --checkpoint-dir: the best model is kept in DIR/best")
 	case f.progress <= 0:
 		return badInput("--progress %v: want > 0", f.progress)
 	case f.mesh == "" || len(f.mesh) > 64 || strings.ContainsAny(f.mesh, "/ \t\n"):

@@ -3,11 +3,15 @@ package cmd
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sketchmesh/sketchmesh/checkpoint"
 )
 
 func TestRunOutcome(t *testing.T) {
@@ -104,5 +108,32 @@ func TestTestnetInterruptPrintsSummary(t *testing.T) {
 	if code := c.ProcessState.ExitCode(); code != 130 || !strings.Contains(out.String(), "interrupted at iteration") ||
 		!strings.Contains(out.String(), "final test accuracy") || !strings.HasSuffix(errOut.String(), "sketchmesh testnet: interrupted\n") {
 		t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+}
+
+// --keep-best keeps the model of the lowest test loss as a checkpoint a
+// node resumes from.
+func TestRunKeepsBestModel(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"run", "--data", "rcv1", "--listen", "/ip4/127.0.0.1/tcp/0", "--iterations", "60", "--eval-every", "5",
+		"--optimizer", "sgd", "--lr", "30", "--key", filepath.Join(dir, "node.key"), "--checkpoint-dir", filepath.Join(dir, "ck"), "--keep-best", "--json"}
+	code, out, errOut := runMain(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep runReport
+	if err := json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.BestTestLoss == nil || rep.BestClock == nil || *rep.BestClock%5 != 0 || *rep.BestTestLoss > rep.TestLoss {
+		t.Fatalf("best %v at %v, final %v", rep.BestTestLoss, rep.BestClock, rep.TestLoss)
+	}
+	st, err := checkpoint.Load(filepath.Join(dir, "ck", "best"))
+	if err != nil || st.Clock != *rep.BestClock {
+		t.Fatalf("best checkpoint: %v, clock %v, want %d", err, st, *rep.BestClock)
+	}
+	code, _, errOut = runMain("run", "--data", "rcv1", "--keep-best")
+	if code != 2 || !strings.Contains(errOut, "--keep-best needs --checkpoint-dir") {
+		t.Errorf("--keep-best without --checkpoint-dir: exit %d, %s", code, errOut)
 	}
 }

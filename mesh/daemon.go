@@ -59,9 +59,12 @@ type DaemonConfig struct {
 	// at exit). Checkpoint runs on the loop, between events.
 	CheckpointEvery uint64
 	Checkpoint      func(n *node.Syncer) error
-	// Test rows are evaluated every EvalEvery iterations and at the end.
+	// Test rows are evaluated every EvalEvery iterations and at the end;
+	// Evaluated, when set, is called on the loop after each evaluation
+	// with its test loss (to keep the best model, say).
 	Test      []dataset.Row
 	EvalEvery uint64
+	Evaluated func(n *node.Syncer, testLoss float64)
 	// Progress is how often a progress line is logged. Default 5 s.
 	Progress time.Duration
 	// MinIteration pads iterations to at least this wall time, for demos
@@ -576,6 +579,9 @@ func (a *Daemon) evaluate() {
 	a.lastEval.clock, a.lastEval.loss, a.lastEval.accuracy = a.n.Clock(), m.Loss, m.Accuracy
 	if msg := a.lossWatch.Observe(m.Loss); msg != "" {
 		a.log.Warn(msg, "clock", a.n.Clock(), "lr", a.cfg.Settings.LearningRate)
+	}
+	if a.cfg.Evaluated != nil {
+		a.cfg.Evaluated(a.n, m.Loss)
 	}
 }
 
