@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sketchmesh/sketchmesh/checkpoint"
 )
@@ -135,5 +136,31 @@ func TestRunKeepsBestModel(t *testing.T) {
 	code, _, errOut = runMain("run", "--data", "rcv1", "--keep-best")
 	if code != 2 || !strings.Contains(errOut, "--keep-best needs --checkpoint-dir") {
 		t.Errorf("--keep-best without --checkpoint-dir: exit %d, %s", code, errOut)
+	}
+}
+
+// A joiner admitted while the founder waits for --wait-members waits with
+// it: nobody trains before the third member is in.
+func TestWaitMembersHoldsTheMesh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run of separate processes")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	a := startNode(t, bin, "a", append(keyArgs(dir, "a"), "--wait-members", "3", "--iterations", "30")...)
+	b := startNode(t, bin, "b", append(keyArgs(dir, "b"), "--join", a.addr, "--iterations", "30")...)
+	// Several heartbeats and what would be dozens of padded iterations.
+	time.Sleep(1500 * time.Millisecond)
+	if ca, cb := a.clock(), b.clock(); ca != 0 || cb != 0 {
+		t.Errorf("before the third member: clocks %d and %d, want 0 and 0", ca, cb)
+	}
+	c := startNode(t, bin, "c", append(keyArgs(dir, "c"), "--join", b.addr, "--iterations", "30")...)
+	for _, p := range []*proc{a, b, c} {
+		if r := p.wait(t); r.Clock != 30 || r.AppliedTwice != 0 {
+			t.Errorf("%s: clock %d, applied twice %d", p.name, r.Clock, r.AppliedTwice)
+		}
 	}
 }

@@ -483,7 +483,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			return a.finish(ctx, start, true)
 		}
 		paced := a.cfg.MinIteration > 0 && now.Sub(a.lastTrain) < a.cfg.MinIteration
-		if !a.quorate && len(a.n.Live()) >= a.cfg.MinMembers {
+		if !a.quorate && len(a.n.Live()) >= a.cfg.MinMembers && a.meshTraining() {
 			a.quorate = true
 			if !blockedSince.IsZero() {
 				blockedSince = now // waiting for MinMembers is not blocking
@@ -533,6 +533,24 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			pace.Stop()
 		}
 	}
+}
+
+// meshTraining reports whether the mesh has begun to train, so that a
+// joiner admitted while the founder still waits for --wait-members waits
+// with it: a founder (fresh or resumed), a joiner that starts above clock
+// 0, one that has heard a member above its entry, or one with no other
+// live member left to wait for, may train.
+func (a *Daemon) meshTraining() bool {
+	entry := a.entry()
+	if len(a.cfg.Peers) == 0 || entry > 0 || len(a.n.Live()) <= 1 {
+		return true
+	}
+	for _, ps := range a.peers {
+		if !ps.dead && ps.clock > entry {
+			return true
+		}
+	}
+	return false
 }
 
 // finished reports whether a bounded run is over: all iterations run and
