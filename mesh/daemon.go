@@ -202,13 +202,12 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	}
 	a := &Daemon{
 		cfg: cfg, n: cfg.Node, self: cfg.Node.ID(),
-		log:      cfg.Logger.With("self", shortMember(cfg.Node.ID())),
-		joins:    make(chan joinCall),
-		heard:    make(chan heard, 256),
-		peers:    map[string]*peerState{},
-		byPeer:   map[peer.ID]string{},
-		stopped:  make(chan struct{}),
-		joinWarn: logEvery{period: failureLogEvery},
+		log:     cfg.Logger.With("self", shortMember(cfg.Node.ID())),
+		joins:   make(chan joinCall),
+		heard:   make(chan heard, 256),
+		peers:   map[string]*peerState{},
+		byPeer:  map[peer.ID]string{},
+		stopped: make(chan struct{}),
 	}
 	selfPeer, err := PeerOf(a.self)
 	if err != nil {

@@ -251,7 +251,6 @@ func newHost(h host.Host, logger *slog.Logger, limits Limits) *Host {
 		rate:         newRateLimiter(limits),
 		maxQueue:     limits.SendQueueBytes,
 		writeTimeout: limits.WriteTimeout,
-		refusedLog:   logEvery{period: failureLogEvery},
 	}
 	h.SetStreamHandler(UpdateProtocol, mh.handleStream)
 	return mh

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// logEvery lets one log record through per period and counts the ones it
-// holds back, for the next record to report: a peer that sends garbage
-// many times a second must not flood the log.
+// logEvery lets one log record through per period (failureLogEvery when
+// zero) and counts the ones it holds back, for the next record to report:
+// a peer that sends garbage many times a second must not flood the log.
 type logEvery struct {
 	period time.Duration
 
@@ -21,7 +21,11 @@ type logEvery struct {
 func (l *logEvery) allow(now time.Time) (ok bool, suppressed int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.period {
+	period := l.period
+	if period == 0 {
+		period = failureLogEvery
+	}
+	if !l.last.IsZero() && now.Sub(l.last) < period {
 		l.suppressed++
 		return false, 0
 	}
