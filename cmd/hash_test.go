@@ -92,7 +92,7 @@ func TestRandom64BitIdsTrainWithHashing(t *testing.T) {
 	writeRemapped(t, randTrain, train, ids)
 	writeRemapped(t, randTest, test, ids)
 
-	common := []string{"--nodes", "2", "--iterations", "60", "--batch", "0.05", "--lr", "0.05"}
+	common := []string{"--nodes", "2", "--iterations", "150", "--batch", "0.05", "--lr", "0.05"}
 	original := testnetAccuracy(t, append(common, "--data", origTrain, "--test-data", origTest)...)
 	hashed := testnetAccuracy(t, append(common, "--data", randTrain, "--test-data", randTest, "--hash-bits", "18")...)
 	t.Logf("a9a test accuracy: original ids %.4f, random 64-bit ids hashed into 2^18 %.4f", original, hashed)

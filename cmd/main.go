@@ -13,7 +13,13 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/sketchmesh/sketchmesh/mesh"
 )
+
+// errInterrupted ends a command stopped by SIGINT or SIGTERM after it
+// printed what it had: it exits with status 130, as a shell does.
+var errInterrupted = errors.New("interrupted")
 
 // usageError marks bad input: it exits with status 2.
 type usageError struct{ err error }
@@ -40,6 +46,7 @@ func commands() map[string]command {
 		"simulate":    {"run many node cores as a deterministic discrete-event simulation with faults, replayable by seed", runSimulate},
 		"testnet":     {"run a local mesh of real libp2p nodes on one machine and report how it trained", runTestnet},
 		"topology":    {"build the Halton overlay for P members and measure it against a full mesh", runTopology},
+		"version":     {"print the module version, the commit and the Go version of this binary", runVersion},
 	}
 }
 
@@ -66,6 +73,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errInterrupted):
+		fmt.Fprintf(stderr, "sketchmesh %s: interrupted\n", args[0])
+		return 130
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "sketchmesh %s: %v\n", args[0], err)
 		return 2
@@ -73,6 +83,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sketchmesh %s: %v\n", args[0], err)
 		return 1
 	}
+}
+
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("version", "version", "Prints the module version, the commit and the Go version of this binary.", stderr)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	b := mesh.BuildInfo()
+	modified := ""
+	if b.Modified {
+		modified = " (with local changes)"
+	}
+	fmt.Fprintf(stdout, "sketchmesh %s\ncommit %s%s\n%s\n", b.Version, b.Commit, modified, b.GoVersion)
+	return nil
 }
 
 func usage(w io.Writer, cmds map[string]command) {
@@ -94,21 +118,28 @@ func usage(w io.Writer, cmds map[string]command) {
 func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sketchmesh %s\n\n%s\n\nFlags:\n", synopsis, about)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: sketchmesh %s\n\n%s\n", synopsis, about)
+		printFlags(stderr, fs)
 	}
 	return fs
 }
 
-// parseFlags parses args into fs, turning flag errors into bad input and
-// refusing stray positional arguments.
+// parseFlags parses args into fs, turning flag errors into bad input of
+// one line and refusing stray positional arguments; -h and --help print
+// the usage.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage()
 			return err
 		}
-		return usageError{err}
+		return badInput("%v (see --help)", strings.Replace(err.Error(), " -", " --", 1))
 	}
 	if fs.NArg() > 0 {
 		return badInput("unexpected argument %q", fs.Arg(0))
@@ -118,9 +149,9 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 
 // newLogger returns the logger of a command: text on stderr at the level given.
 func newLogger(stderr io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, badInput("--log-level %q: want debug, info, warn or error", level)
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l})), nil
 }
@@ -133,11 +164,10 @@ func checkBatch(batch float64) error {
 	return nil
 }
 
-// checkTraining validates the training flags testnet and simulate share.
-func checkTraining(lr, l2, batch float64, iterations, staleness int) error {
+// checkTraining validates the model flags testnet and simulate share
+// besides trainingFlags.
+func checkTraining(l2 float64, iterations, staleness int) error {
 	switch {
-	case !(lr > 0) || math.IsInf(lr, 0):
-		return badInput("--lr %v: want a finite value > 0", lr)
 	case !(l2 >= 0) || math.IsInf(l2, 0):
 		return badInput("--l2 %v: want a finite value >= 0", l2)
 	case iterations < 1:
@@ -145,7 +175,7 @@ func checkTraining(lr, l2, batch float64, iterations, staleness int) error {
 	case staleness < 0:
 		return badInput("--staleness %d: want >= 0", staleness)
 	}
-	return checkBatch(batch)
+	return nil
 }
 
 // oneOf checks that v is among allowed.

@@ -9,8 +9,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,20 +50,19 @@ type runFlags struct {
 	relayService    bool
 	mesh            string
 	model           string
-	optimizer       string
-	lr, l2          float64
+	l2              float64
 	dim             uint64
 	codec           string
 	errorFeedback   bool
 	sfb             string
 	staleness       int
 	iterations      uint64
-	batch           float64
 	seed            uint64
 	topology        string
 	key             string
 	checkpointDir   string
 	checkpointEvery uint64
+	keepBest        bool
 	metrics         string
 	psk             string
 	allow           string
@@ -69,18 +70,21 @@ type runFlags struct {
 	deadAfter       time.Duration
 	heartbeat       time.Duration
 	waitMembers     int
-	evalEvery       uint64
 	relayWindow     time.Duration
 	minIteration    time.Duration
 	progress        time.Duration
 	logFormat       string
-	logLevel        string
 	json            bool
 	saveModel       string
 	hashBits        uint
 	format          string
 	history         int
+	training        trainingFlags
 }
+
+// meshWide ends the help of a setting the mesh holds: a joiner given it
+// must give the mesh's value.
+const meshWide = " (mesh-wide: a joiner takes the mesh's value; a value given to a joiner must match it)"
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "YAML file of flag values (keys are flag names); flags given on the command line win")
@@ -91,36 +95,35 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.join, "join", "multiaddr of a mesh member to join through, ending in /p2p/<peer id>; repeatable, tried in order (none: found a new mesh)")
 	f.registerReach(fs)
 	fs.StringVar(&f.mesh, "mesh", "sketchmesh", "mesh name: members of other meshes are refused")
-	fs.StringVar(&f.model, "model", "lr", "model: lr, svm, linear or softmax (a joiner takes the mesh's)")
-	fs.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: sgd or adam (a joiner takes the mesh's)")
-	fs.Float64Var(&f.lr, "lr", 0.02, "learning rate > 0 (a joiner takes the mesh's)")
-	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength >= 0 (a joiner takes the mesh's)")
-	fs.Uint64Var(&f.dim, "dim", 0, "model dimension: the largest feature id with a weight (0 = the largest in --data; a joiner takes the mesh's)")
-	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+" (a joiner takes the mesh's)")
-	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update (a joiner takes the mesh's)")
-	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always (a joiner takes the mesh's)")
-	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound in iterations, 0 = bulk-synchronous (a joiner takes the mesh's)")
-	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped (a joiner takes the mesh's)")
-	fs.Float64Var(&f.batch, "batch", 0.1, "mini-batch: a fraction of this node's data when below 1, else a row count")
+	fs.StringVar(&f.model, "model", "lr", "model: lr, svm, linear or softmax"+meshWide)
+	f.training.register(fs)
+	fs.Lookup("optimizer").Usage += meshWide
+	fs.Lookup("lr").Usage += meshWide
+	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength >= 0"+meshWide)
+	fs.Uint64Var(&f.dim, "dim", 0, "model dimension: the largest feature id with a weight (0 = the largest in --data)"+meshWide)
+	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+""+meshWide)
+	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update"+meshWide)
+	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always"+meshWide)
+	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound in iterations, 0 = bulk-synchronous"+meshWide)
+	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped"+meshWide)
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for mini-batch sampling and the held-out test split")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links, relayed) or full")
 	fs.StringVar(&f.key, "key", "", "file holding this node's libp2p key, created (mode 0600) if absent; keeps the peer id across restarts (default: a fresh key each start)")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "directory for checkpoints; a node started with a checkpoint there resumes from it and rejoins")
 	fs.Uint64Var(&f.checkpointEvery, "checkpoint-every", 10, "iterations between checkpoints (they are also written at exit)")
+	fs.BoolVar(&f.keepBest, "keep-best", false, "also keep the model of the lowest test loss seen at an evaluation, as a checkpoint in --checkpoint-dir/best (a node started with --checkpoint-dir DIR/best resumes from it)")
 	fs.StringVar(&f.psk, "psk", "", "file holding the mesh's pre-shared key: only peers with the same key can connect (TCP only: QUIC has no private networks)")
 	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping, for meshes that may hold a faulty or malicious member)")
 	fs.StringVar(&f.allow, "allow", "", "admit only these peers: peer ids separated by commas, or @FILE for a file of them, one per line")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at this host:port, e.g. 127.0.0.1:9090 (path /metrics)")
-	fs.DurationVar(&f.deadAfter, "dead-after", 5*time.Second, "floor of the silence after which a member is declared dead; the timeout grows to 10 of the mesh's slowest rounds")
+	fs.DurationVar(&f.deadAfter, "dead-after", 5*time.Second, "floor of the silence after which a member is suspected (the gate no longer waits for it); it is declared dead after four times as long; both grow to 10 of the mesh's slowest rounds")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often the node announces itself on the membership topic")
 	fs.IntVar(&f.history, "history", 512, "own updates this node keeps for members that missed them, in iterations (>= 1); a member cut off for longer catches up by snapshot, as a new incarnation")
 	fs.IntVar(&f.waitMembers, "wait-members", 1, "do not train until this many members (this one included) are live")
-	fs.Uint64Var(&f.evalEvery, "eval-every", 10, "iterations between test-set evaluations (0 = only at the end)")
 	fs.DurationVar(&f.relayWindow, "relay-window", time.Millisecond, "how long a relay collects arrivals before forwarding them in one message per next hop")
 	fs.DurationVar(&f.minIteration, "min-iteration-time", 0, "pad each iteration to at least this wall time, e.g. 20ms, so a demo or a test lasts long enough to watch (0 = as fast as it can)")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often a progress line is logged")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
 	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp+" (a joiner takes the mesh's)")
 	fs.StringVar(&f.format, "format", "libsvm", formatHelp)
@@ -129,10 +132,10 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 
 // meshSettings are the settings named by node.SettingNames that a joiner
 // may give explicitly; the flag names match.
-func (f *runFlags) settings(maxFeature uint64, classes []float64) node.Settings {
+func (f *runFlags) settings(maxFeature uint64, classes []float64, lr float64) node.Settings {
 	return node.Settings{
 		Model: model.Kind(f.model), MaxFeature: maxFeature, Classes: classes, L2: f.l2,
-		Optimizer: model.OptimizerKind(f.optimizer), LearningRate: f.lr, Staleness: f.staleness,
+		Optimizer: model.OptimizerKind(f.training.optimizer), LearningRate: lr, Staleness: f.staleness,
 		Codec: f.codec, ErrorFeedback: f.errorFeedback, Factors: node.FactorMode(f.sfb), Iterations: f.iterations,
 		HashBits: f.hashBits,
 	}
@@ -147,19 +150,24 @@ type runReport struct {
 	TestAUC          *float64          `json:"test_auc,omitempty"`
 	TestLoss         float64           `json:"test_loss"`
 	Members          int               `json:"members"`
+	Incarnations     int               `json:"incarnations"`
 	Live             int               `json:"live"`
+	Iterations       uint64            `json:"iterations"`
 	UpdatesFromStart uint64            `json:"updates_from_snapshot"`
 	UpdatesApplied   uint64            `json:"updates_applied"`
 	UpdatesHeld      uint64            `json:"updates_held"`
 	AppliedTwice     uint64            `json:"applied_twice"`
 	Rejected         map[string]uint64 `json:"rejected"`
 	BlockedSeconds   float64           `json:"blocked_seconds"`
-	WallSeconds      float64           `json:"wall_seconds"`
-	Stopped          bool              `json:"stopped"`
-	Resumed          bool              `json:"resumed_from_checkpoint"`
-	DirectPeers      int               `json:"direct_peers"`
-	RelayedPeers     int               `json:"relayed_peers"`
-	UnreachableLinks int               `json:"unreachable_links"`
+	// BestTestLoss and BestClock describe the model --keep-best kept.
+	BestTestLoss     *float64 `json:"best_test_loss,omitempty"`
+	BestClock        *uint64  `json:"best_clock,omitempty"`
+	WallSeconds      float64  `json:"wall_seconds"`
+	Stopped          bool     `json:"stopped"`
+	Resumed          bool     `json:"resumed_from_checkpoint"`
+	DirectPeers      int      `json:"direct_peers"`
+	RelayedPeers     int      `json:"relayed_peers"`
+	UnreachableLinks int      `json:"unreachable_links"`
 	// LeaveAcknowledgedBy lists the members that acknowledged this node's
 	// leave notice, out of MembersLiveAtLeave it was sent to.
 	LeaveAcknowledgedBy []string `json:"leave_acknowledged_by"`
@@ -179,7 +187,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	explicit := explicitSettings(fs)
-	logger, err := runLogger(stderr, f.logFormat, f.logLevel)
+	logger, err := runLogger(stderr, f.logFormat, f.training.logLevel)
 	if err != nil {
 		return err
 	}
@@ -189,6 +197,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	joinAddrs, err := parseJoin(f.join)
 	if err != nil {
 		return err
+	}
+	// Every listener is checked before anything is printed: a port in use
+	// is bad input, found at once.
+	if err := mesh.CheckListen(f.listenAddrs()); err != nil {
+		return badInput("--listen %w", err)
+	}
+	var metricsListener net.Listener
+	if f.metrics != "" {
+		if metricsListener, err = mesh.ListenTCP(f.metrics); err != nil {
+			return badInput("--metrics %s: %w", f.metrics, err)
+		}
+		defer metricsListener.Close()
 	}
 	key, err := f.identity(logger)
 	if err != nil {
@@ -222,6 +242,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	host, err := mesh.NewHost(hostCfg)
+	if errors.Is(err, mesh.ErrAddrInUse) {
+		return usageError{err}
+	}
 	if err != nil {
 		return err
 	}
@@ -278,13 +301,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	var metrics *mesh.Metrics
-	if f.metrics != "" {
+	if metricsListener != nil {
 		metrics = mesh.NewMetrics()
-		stopMetrics, err := serveMetrics(f.metrics, metrics, logger)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
+		defer serveMetrics(metricsListener, metrics, logger)()
 	}
 	var peers []mesh.PeerRecord
 	if reply != nil {
@@ -293,7 +312,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	daemonCfg := mesh.DaemonConfig{
 		Mesh: f.mesh, Host: host, Node: core, Settings: settings, Peers: peers, MinMembers: f.waitMembers,
 		Topology: f.topology, Heartbeat: f.heartbeat, DeadAfter: f.deadAfter, RelayWindow: f.relayWindow,
-		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.evalEvery, Metrics: metrics, Logger: logger,
+		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.training.evalInterval(settings.Iterations), Metrics: metrics, Logger: logger,
 		MinIteration: f.minIteration, Progress: f.progress,
 	}
 	// A member that fell behind the frame history rejoins as a new
@@ -316,6 +335,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return models.save(n)
 		}
 	}
+	var best *keptBest
+	if f.keepBest {
+		best = &keptBest{dir: filepath.Join(f.checkpointDir, "best"), mesh: f.mesh, settings: settings, logger: logger}
+		daemonCfg.Evaluated = best.observe
+	}
 	daemon, err := mesh.NewDaemon(ctx, daemonCfg)
 	if err != nil {
 		return err
@@ -333,7 +357,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	rep := runReport{
 		Member: res.Member, Peer: host.ID(), Clock: res.Clock, TestAccuracy: res.Accuracy, TestLoss: res.Loss,
-		Members: res.Members, Live: res.Live, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
+		Members: res.Members, Incarnations: res.Incarnations, Live: res.Live, Iterations: settings.Iterations, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
 		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected,
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
 		DirectPeers: res.DirectPeers, RelayedPeers: res.RelayedPeers, UnreachableLinks: res.UnreachableLinks,
@@ -351,14 +375,70 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if rep.TestAUC != nil {
 		auc = fmt.Sprintf(", AUC %.4f", *rep.TestAUC)
 	}
+	if best != nil && best.saved {
+		rep.BestTestLoss, rep.BestClock = &best.loss, &best.clock
+	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "done: clock %d, test accuracy %.2f %%, test loss %.4f%s, %d of %d members live, %d updates held, %d applied twice, blocked %.1f s of %.1f s; peers %d direct, %d relayed, %d unreachable\n",
-		rep.Clock, 100*rep.TestAccuracy, rep.TestLoss, auc, rep.Live, rep.Members, rep.UpdatesHeld, rep.AppliedTwice, rep.BlockedSeconds, rep.WallSeconds,
-		rep.DirectPeers, rep.RelayedPeers, rep.UnreachableLinks)
+	fmt.Fprintf(stdout, "%s: test accuracy %.2f %%, test loss %.4f%s; %s; %d updates held, %d applied twice; blocked %.1f s of %.1f s at the staleness gate; peers %d direct, %d relayed, %d unreachable\n",
+		outcome(rep, res.Trained), 100*rep.TestAccuracy, rep.TestLoss, auc, membersText(rep), rep.UpdatesHeld, rep.AppliedTwice,
+		rep.BlockedSeconds, rep.WallSeconds, rep.DirectPeers, rep.RelayedPeers, rep.UnreachableLinks)
+	if rep.BestTestLoss != nil {
+		fmt.Fprintf(stdout, "best test loss %.4f at clock %d, kept in %s\n", *rep.BestTestLoss, *rep.BestClock, best.dir)
+	}
 	return nil
+}
+
+// keptBest keeps the model of the lowest test loss as a checkpoint
+// (--keep-best): a long run that overfits still has its best model.
+type keptBest struct {
+	dir      string
+	mesh     string
+	settings node.Settings
+	logger   *slog.Logger
+	saved    bool
+	loss     float64
+	clock    uint64
+}
+
+// observe runs on the daemon's loop after each evaluation.
+func (b *keptBest) observe(n *node.Syncer, loss float64) {
+	if b.saved && !(loss < b.loss) || math.IsNaN(loss) {
+		return
+	}
+	if err := saveCheckpoint(b.dir, b.mesh, b.settings, n); err != nil {
+		b.logger.Error("best model not kept; training goes on", "dir", b.dir, "err", err)
+		return
+	}
+	b.saved, b.loss, b.clock = true, loss, n.Clock()
+	b.logger.Debug("best model kept", "clock", b.clock, "test_loss", mesh.Sig4(loss), "dir", b.dir)
+}
+
+// outcome says how a run ended: its iterations done, or stopped, and where.
+func outcome(r runReport, trained bool) string {
+	total := "∞"
+	if r.Iterations > 0 {
+		total = strconv.FormatUint(r.Iterations, 10)
+	}
+	switch {
+	case !trained && r.Stopped:
+		return "stopped before training"
+	case r.Stopped || (r.Iterations > 0 && r.Clock < r.Iterations):
+		return fmt.Sprintf("stopped at %d/%s", r.Clock, total)
+	}
+	return fmt.Sprintf("finished %d/%s", r.Clock, total)
+}
+
+// membersText counts the nodes of the mesh apart from their incarnations
+// (a restarted node is a new incarnation of the same node).
+func membersText(r runReport) string {
+	s := fmt.Sprintf("%d of %d members live", r.Live, r.Members)
+	if r.Incarnations != r.Members {
+		s += fmt.Sprintf(" (%d incarnations)", r.Incarnations)
+	}
+	return s
 }
 
 // explicitSettings lists the mesh-wide settings given on the command line
@@ -382,7 +462,6 @@ func (f *runFlags) check() error {
 		allowed []string
 	}{
 		{"model", f.model, []string{"lr", "svm", "linear", "softmax"}},
-		{"optimizer", f.optimizer, []string{"sgd", "adam"}},
 		{"codec", f.codec, codec.Names()},
 		{"topology", f.topology, []string{"halton", "full"}},
 		{"sfb", f.sfb, []string{"off", "auto", "always"}},
@@ -393,7 +472,10 @@ func (f *runFlags) check() error {
 			return err
 		}
 	}
-	if err := checkTraining(f.lr, f.l2, f.batch, 1, f.staleness); err != nil {
+	if err := f.training.check(); err != nil {
+		return err
+	}
+	if err := checkTraining(f.l2, 1, f.staleness); err != nil {
 		return err
 	}
 	switch {
@@ -409,6 +491,8 @@ func (f *runFlags) check() error {
 		return badInput("--relay-window %v: want >= 0", f.relayWindow)
 	case f.minIteration < 0:
 		return badInput("--min-iteration-time %v: want >= 0", f.minIteration)
+	case f.keepBest && f.checkpointDir == "":
+		return badInput("--keep-best needs --checkpoint-dir: the best model is kept in DIR/best")
 	case f.progress <= 0:
 		return badInput("--progress %v: want > 0", f.progress)
 	case f.mesh == "" || len(f.mesh) > 64 || strings.ContainsAny(f.mesh, "/ \t\n"):
@@ -423,9 +507,9 @@ func (f *runFlags) check() error {
 }
 
 func runLogger(stderr io.Writer, format, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, badInput("--log-level %q: want debug, info, warn or error", level)
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: l}
 	if format == "json" {
@@ -490,10 +574,10 @@ func (f *runFlags) loadCheckpoint(key crypto.PrivKey) (*checkpoint.State, error)
 		return nil, fmt.Errorf("--checkpoint-dir %s: %w", f.checkpointDir, err)
 	}
 	if p, err := peer.IDFromPrivateKey(key); err == nil && p != owner {
-		return nil, fmt.Errorf("--checkpoint-dir %s holds the checkpoint of peer %s, not of this key's peer %s", f.checkpointDir, owner, p)
+		return nil, badInput("--checkpoint-dir %s holds the checkpoint of peer %s, not of this key's peer %s", f.checkpointDir, owner, p)
 	}
 	if st.Mesh != f.mesh {
-		return nil, fmt.Errorf("--checkpoint-dir %s holds a checkpoint of mesh %q, not %q", f.checkpointDir, st.Mesh, f.mesh)
+		return nil, badInput("--checkpoint-dir %s holds a checkpoint of mesh %q, not %q", f.checkpointDir, st.Mesh, f.mesh)
 	}
 	return st, nil
 }
@@ -516,7 +600,11 @@ func (f *runFlags) founderSettings(train *dataset.Dataset, saved *checkpoint.Sta
 	if dim == 0 {
 		dim = mdl.Config().MaxFeature
 	}
-	s := f.settings(dim, mdl.Config().Classes)
+	lr, err := f.training.rate(model.Kind(f.model), train)
+	if err != nil {
+		return node.Settings{}, err
+	}
+	s := f.settings(dim, mdl.Config().Classes, lr)
 	if _, _, _, err := s.Build(); err != nil {
 		return node.Settings{}, usageError{err}
 	}
@@ -555,7 +643,7 @@ func joinAny(ctx context.Context, h *mesh.Host, addrs []ma.Multiaddr, q mesh.Joi
 		logger.Warn("join attempt failed; trying the next member as a new incarnation", "through", a, "err", err)
 		errs = append(errs, err)
 	}
-	return nil, fmt.Errorf("no --join member could be reached: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("no --join member could be reached: %w", mesh.OneLine(errors.Join(errs...)))
 }
 
 // newCore builds the node core: fresh for a founder, from the mesh's
@@ -566,9 +654,9 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 	if err != nil {
 		return nil, fmt.Errorf("mesh settings: %w", err)
 	}
-	batch := int(f.batch)
-	if f.batch < 1 {
-		batch = max(1, int(f.batch*float64(len(train.Rows))))
+	batch := int(f.training.batch)
+	if f.training.batch < 1 {
+		batch = max(1, int(f.training.batch*float64(len(train.Rows))))
 	}
 	cfg := node.Config{
 		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,
@@ -704,12 +792,8 @@ func addrStrings(h *mesh.Host) []string {
 	return out
 }
 
-// serveMetrics serves /metrics at addr until the returned stop is called.
-func serveMetrics(addr string, m *mesh.Metrics, logger *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--metrics %s: %w", addr, err)}
-	}
+// serveMetrics serves /metrics on ln until the returned stop is called.
+func serveMetrics(ln net.Listener, m *mesh.Metrics, logger *slog.Logger) func() {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -719,5 +803,5 @@ func serveMetrics(addr string, m *mesh.Metrics, logger *slog.Logger) (func(), er
 		}
 	}()
 	logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	return func() { _ = srv.Close() }, nil
+	return func() { _ = srv.Close() }
 }

@@ -83,7 +83,12 @@ func startNodeIn(t *testing.T, prefix []string, bin, name string, args ...string
 	}
 	ready := make(chan struct{}, 2)
 	mu := &p.mu
+	// Wait closes the pipes: it must come after the readers are done, or
+	// the last lines (the report) may be lost.
+	var readers sync.WaitGroup
+	readers.Add(2)
 	go func() {
+		defer readers.Done()
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line := sc.Text()
@@ -97,6 +102,7 @@ func startNodeIn(t *testing.T, prefix []string, bin, name string, args ...string
 		}
 	}()
 	go func() {
+		defer readers.Done()
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -114,7 +120,10 @@ func startNodeIn(t *testing.T, prefix []string, bin, name string, args ...string
 			}
 		}
 	}()
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() {
+		readers.Wait()
+		p.done <- p.cmd.Wait()
+	}()
 	for range 2 {
 		select {
 		case <-ready:
@@ -169,8 +178,9 @@ func (p *proc) wait(t *testing.T) runReport {
 		_ = p.cmd.Process.Kill()
 		t.Fatalf("%s did not finish", p.name)
 	}
-	time.Sleep(50 * time.Millisecond) // let the reader goroutine take the last line
+	p.mu.Lock()
 	lines := strings.Split(strings.TrimSpace(p.stdout.String()), "\n")
+	p.mu.Unlock()
 	var r runReport
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 		t.Fatalf("%s: last line is not a report: %v\n%s", p.name, err, p.stdout.String())

@@ -77,7 +77,7 @@ func TestRunRefusesForeignCheckpoint(t *testing.T) {
 		t.Fatalf("no checkpoint after the run: %v", err)
 	}
 	code, _, errOut := runMain(args("b.key")...)
-	if code == 0 || !strings.Contains(errOut, "holds the checkpoint of peer") {
+	if code != 2 || !strings.Contains(errOut, "holds the checkpoint of peer") {
 		t.Errorf("foreign checkpoint: exit %d, stderr:\n%s", code, errOut)
 	}
 	// The owner resumes from it.

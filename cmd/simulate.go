@@ -23,10 +23,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
 	testData := fs.String("test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
 	modelName := fs.String("model", "lr", "model: lr, svm, linear or softmax")
-	optimizer := fs.String("optimizer", "sgd", "optimizer: sgd or adam (sgd keeps no per-node moments, which matters at a thousand nodes)")
-	lr := fs.Float64("lr", 1, "learning rate (> 0)")
+	var training trainingFlags
+	training.register(fs)
+	fs.Lookup("optimizer").Usage += "; sgd keeps no per-node moments, which saves memory at a thousand nodes"
 	l2 := fs.Float64("l2", 1e-4, "L2 regularisation strength (>= 0)")
-	batch := fs.Float64("batch", 1, "mini-batch per node: a fraction of its shard when below 1, else a row count")
 	iterations := fs.Int("iterations", 50, "iterations each node runs (>= 1)")
 	seed := fs.Uint64("seed", 1, "seed of every random choice: data, links, faults; the same seed gives the same trace hash")
 	codecName := fs.String("codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
@@ -49,7 +49,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		allowed []string
 	}{
 		{"model", *modelName, []string{"lr", "svm", "linear", "softmax"}},
-		{"optimizer", *optimizer, []string{"sgd", "adam"}},
 		{"codec", *codecName, codec.Names()},
 		{"topology", *topology, []string{"halton", "full"}},
 	} {
@@ -57,7 +56,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	if err := checkTraining(*lr, *l2, *batch, *iterations, *staleness); err != nil {
+	if err := training.check(); err != nil {
+		return err
+	}
+	if err := checkTraining(*l2, *iterations, *staleness); err != nil {
 		return err
 	}
 	switch {
@@ -93,17 +95,32 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if _, err := testnet.NewModel(model.Kind(*modelName), *l2, train); err != nil {
 		return modelError(train, err)
 	}
+	lr, err := training.rate(model.Kind(*modelName), train)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, training.logLevel)
+	if err != nil {
+		return err
+	}
 	cfg := testnet.SimConfig{
-		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(*optimizer),
-		LR: *lr, L2: *l2, Batch: *batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,
+		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(training.optimizer),
+		LR: lr, L2: *l2, Batch: training.batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,
 		ErrorFeedback: *errorFeedback, Staleness: *staleness, Topology: *topology, WAN: link,
 		ComputeTime: *computeTime, FlushDelay: *relayWindow, Faults: scenario,
-		Sync: node.SyncConfig{History: *history},
+		Sync:      node.SyncConfig{History: *history},
+		EvalEvery: int(training.evalInterval(uint64(*iterations))),
 	}
 	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %d iterations, seed %d\n",
 		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, cfg.Iterations, cfg.Seed)
 	start := time.Now()
+	var watch model.LossWatch
 	cfg.Progress = func(p testnet.SimProgress) {
+		if p.Step == "" {
+			if msg := watch.Observe(p.TestLoss); msg != "" {
+				defer logger.Warn(msg, "iteration", p.Iteration, "lr", lr)
+			}
+		}
 		acc := ""
 		if !math.IsNaN(p.TestAccuracy) {
 			acc = fmt.Sprintf("  test_acc %6.2f%%", 100*p.TestAccuracy)

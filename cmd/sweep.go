@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +17,10 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgpdf"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
@@ -131,8 +136,15 @@ func printSweep(w io.Writer, rep sweepReport) {
 	_ = tw.Flush()
 }
 
+// plotAxis is what a panel of the plot puts on its X axis.
+type plotAxis struct {
+	label string
+	value func(testnet.CurvePoint) float64
+}
+
 // plotCurves draws node 0's test loss against wall time, one line per run,
-// as SVG, PNG or PDF by the file's extension.
+// as SVG, PNG or PDF by the file's extension; a codec comparison adds a
+// second panel, test loss against the bytes the mesh sent.
 func plotCurves(path, param string, runs []sweepRun) error {
 	ext := strings.ToLower(filepath.Ext(path))
 	switch ext {
@@ -140,32 +152,89 @@ func plotCurves(path, param string, runs []sweepRun) error {
 	default:
 		return badInput("--plot %q: want a .svg, .png or .pdf file", path)
 	}
+	axes := []plotAxis{{"wall time (s)", func(c testnet.CurvePoint) float64 { return c.WallSeconds }}}
+	if param == "codec" {
+		axes = append(axes, plotAxis{"bytes sent by all nodes (MiB)", func(c testnet.CurvePoint) float64 { return float64(c.BytesSent) / (1 << 20) }})
+	}
+	plots := make([]*plot.Plot, len(axes))
+	for i, ax := range axes {
+		p, err := lossPlot(ax, param, runs)
+		if err != nil {
+			return err
+		}
+		plots[i] = p
+	}
+	width, height := vg.Length(len(plots))*16*vg.Centimeter, 10*vg.Centimeter
+	var canvas interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	switch ext {
+	case ".svg":
+		canvas = vgsvg.New(width, height)
+	case ".pdf":
+		canvas = vgpdf.New(width, height)
+	default:
+		canvas = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}
+	}
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Centimeter, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter,
+		PadLeft: 2 * vg.Millimeter, PadRight: 2 * vg.Millimeter}
+	cells := plot.Align([][]*plot.Plot{plots}, tiles, draw.New(canvas))
+	for i, p := range plots {
+		p.Draw(cells[0][i])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write plot: %w", err)
+	}
+	if _, err := canvas.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write plot %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write plot %s: %w", path, err)
+	}
+	return nil
+}
+
+// lossPlot draws test loss against ax, one line with its points per run.
+// The curves start at iteration 0; the axes leave a margin around them,
+// and the X axis keeps a third more room on the right, where the legend
+// goes, so that it never covers a curve.
+func lossPlot(ax plotAxis, param string, runs []sweepRun) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = "test loss against wall time"
-	p.X.Label.Text = "wall time (s)"
+	p.Title.Text = "test loss against " + strings.SplitN(ax.label, " (", 2)[0]
+	p.X.Label.Text = ax.label
 	p.Y.Label.Text = "test loss"
 	p.Legend.Top = true
+	xMax, yMin, yMax := 0.0, math.Inf(1), math.Inf(-1)
 	for i, run := range runs {
 		pts := make(plotter.XYs, 0, len(run.Report.Curve))
 		for _, c := range run.Report.Curve {
-			if !math.IsNaN(c.TestLoss) {
-				pts = append(pts, plotter.XY{X: c.WallSeconds, Y: c.TestLoss})
+			if !math.IsNaN(c.TestLoss) && !math.IsInf(c.TestLoss, 0) {
+				pts = append(pts, plotter.XY{X: ax.value(c), Y: c.TestLoss})
+				xMax, yMin, yMax = max(xMax, ax.value(c)), min(yMin, c.TestLoss), max(yMax, c.TestLoss)
 			}
 		}
-		line, err := plotter.NewLine(pts)
+		line, points, err := plotter.NewLinePoints(pts)
 		if err != nil {
-			return fmt.Errorf("plot %s %s: %w", param, run.Label, err)
+			return nil, fmt.Errorf("plot %s %s: %w", param, run.Label, err)
 		}
 		line.Color = plotutil.Color(i)
 		if line.Color == nil {
 			line.Color = color.Black
 		}
 		line.Width = vg.Points(1.5)
-		p.Add(line)
-		p.Legend.Add(param+" "+run.Label, line)
+		points.Color, points.Shape, points.Radius = line.Color, plotutil.Shape(i), vg.Points(2)
+		p.Add(line, points)
+		p.Legend.Add(param+" "+run.Label, line, points)
 	}
-	if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, path); err != nil {
-		return fmt.Errorf("write plot %s: %w", path, err)
+	if math.IsInf(yMin, 0) {
+		return nil, badInput("--plot: no finite test loss to draw")
 	}
-	return nil
+	xMax = max(xMax, 1e-9)
+	margin := max(0.05*(yMax-yMin), 1e-3*math.Abs(yMax), 1e-9)
+	p.X.Min, p.X.Max = -0.02*xMax, 1.35*xMax
+	p.Y.Min, p.Y.Max = yMin-margin, yMax+margin
+	return p, nil
 }

@@ -26,10 +26,7 @@ type testnetFlags struct {
 	data          string
 	testData      string
 	model         string
-	optimizer     string
-	lr            float64
 	l2            float64
-	batch         float64
 	iterations    int
 	seed          uint64
 	codec         string
@@ -37,9 +34,8 @@ type testnetFlags struct {
 	// errorFeedbackSet records that the user gave --error-feedback.
 	errorFeedbackSet bool
 	staleness        int
-	evalEvery        int
 	json             bool
-	logLevel         string
+	training         trainingFlags
 	wan              string
 	topology         string
 	relayWindow      time.Duration
@@ -66,10 +62,8 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.data, "data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
 	fs.StringVar(&f.testData, "test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
 	fs.StringVar(&f.model, "model", "lr", "model: lr (logistic regression), svm (linear SVM), linear (least squares) or softmax (multinomial logistic regression)")
-	fs.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: sgd or adam")
-	fs.Float64Var(&f.lr, "lr", 0.02, "learning rate (> 0)")
+	f.training.register(fs)
 	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength (>= 0)")
-	fs.Float64Var(&f.batch, "batch", 0.1, "mini-batch per node: a fraction of its shard when below 1, else a row count")
 	fs.IntVar(&f.iterations, "iterations", 200, "iterations each node runs (>= 1)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for the shuffle, the shards and mini-batch sampling")
 	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
@@ -86,9 +80,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.compare, "compare", "", "run once per codec in this list (e.g. raw,uniform8,sketchml) and compare the runs")
 	fs.Float64Var(&f.targetLoss, "target-loss", 0, "test loss the comparison times runs to (0 = 1.01 × the first run's final loss)")
 	fs.StringVar(&f.plot, "plot", "", "with --sweep-staleness or --compare: draw test loss against wall time to this .svg, .png or .pdf file")
-	fs.IntVar(&f.evalEvery, "eval-every", 0, "iterations between progress lines (0 = about 10 lines per run)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON report on stdout instead of the table")
-	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.sign, "sign", false, "sign every update with its origin's libp2p key and verify every update before applying it")
 	fs.StringVar(&f.psk, "psk", "", "pre-shared key file (swarm.key format, 32 bytes): the testnet runs as a private network, over TCP only")
 	fs.BoolVar(&f.allowList, "allow-list", false, "give every host an allow list of the members, so no other peer can connect")
@@ -105,7 +97,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err := oneOf("model", f.model, "lr", "svm", "linear", "softmax"); err != nil {
 		return cfg, err
 	}
-	if err := oneOf("optimizer", f.optimizer, "sgd", "adam"); err != nil {
+	if err := f.training.check(); err != nil {
 		return cfg, err
 	}
 	if err := oneOf("codec", f.codec, codec.Names()...); err != nil {
@@ -121,8 +113,8 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		switch {
 		case f.model != "softmax":
 			return cfg, badInput("--sfb %s: sufficient factors are for --model softmax, not %s", f.sfb, f.model)
-		case f.optimizer != "sgd":
-			return cfg, badInput("--sfb %s: factors are exact only for plain SGD; --optimizer %s scales each coordinate and breaks the low rank", f.sfb, f.optimizer)
+		case f.training.optimizer != "sgd":
+			return cfg, badInput("--sfb %s: factors are exact only for plain SGD; --optimizer %s scales each coordinate and breaks the low rank", f.sfb, f.training.optimizer)
 		case f.l2 != 0:
 			return cfg, badInput("--sfb %s: an L2 term is not low-rank; use --l2 0", f.sfb)
 		case f.errorFeedback && f.errorFeedbackSet:
@@ -130,14 +122,12 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		}
 		f.errorFeedback = false
 	}
-	if err := checkTraining(f.lr, f.l2, f.batch, f.iterations, f.staleness); err != nil {
+	if err := checkTraining(f.l2, f.iterations, f.staleness); err != nil {
 		return cfg, err
 	}
 	switch {
 	case f.nodes < 1 || f.nodes > 256:
 		return cfg, badInput("--nodes %d: want 1 to 256", f.nodes)
-	case f.evalEvery < 0:
-		return cfg, badInput("--eval-every %d: want >= 0", f.evalEvery)
 	case f.stragglers < 0 || f.stragglers > f.nodes:
 		return cfg, badInput("--stragglers %d: want 0 to --nodes (%d)", f.stragglers, f.nodes)
 	case !(f.slowdown >= 1) || math.IsInf(f.slowdown, 0):
@@ -177,11 +167,15 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err != nil {
 		return cfg, usageError{fmt.Errorf("--wan: %w", err)}
 	}
-	logger, err := newLogger(stderr, f.logLevel)
+	logger, err := newLogger(stderr, f.training.logLevel)
 	if err != nil {
 		return cfg, err
 	}
 	train, test, err := loadData(f.data, f.testData, f.seed, f.hashBits, f.format)
+	if err != nil {
+		return cfg, err
+	}
+	lr, err := f.training.rate(model.Kind(f.model), train)
 	if err != nil {
 		return cfg, err
 	}
@@ -193,10 +187,10 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		Train:         train,
 		Test:          test,
 		Model:         model.Kind(f.model),
-		Optimizer:     model.OptimizerKind(f.optimizer),
-		LR:            f.lr,
+		Optimizer:     model.OptimizerKind(f.training.optimizer),
+		LR:            lr,
 		L2:            f.l2,
-		Batch:         f.batch,
+		Batch:         f.training.batch,
 		Iterations:    f.iterations,
 		Seed:          f.seed,
 		Codec:         f.codec,
@@ -209,7 +203,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		Stragglers:    f.stragglers,
 		Slowdown:      f.slowdown,
 		ComputeTime:   f.computeTime,
-		EvalEvery:     f.evalEvery,
+		EvalEvery:     int(f.training.evalInterval(uint64(f.iterations))),
 		Logger:        logger,
 		Sign:          f.sign,
 		PSK:           psk,
@@ -301,8 +295,19 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s, codec %s, staleness %d, %s overlay, links %s, %d iterations\n",
-		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.Codec, cfg.Staleness, cfg.Topology, cfg.WAN.Name, cfg.Iterations)
+	codecs, staleness := "codec "+cfg.Codec, "staleness "+strconv.Itoa(cfg.Staleness)
+	switch {
+	case f.compare != "":
+		codecs = "codecs " + f.compare + " (one run each)"
+	case f.sweepStale != "":
+		staleness = "staleness " + f.sweepStale + " (one run each)"
+	}
+	if (f.compare != "" || f.sweepStale != "") && f.training.evalEvery == 0 {
+		// A comparison is read from its curves: draw them finely.
+		cfg.EvalEvery = max(1, cfg.Iterations/40)
+	}
+	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s lr %.4g, %s, %s, %s overlay, links %s, %d iterations\n",
+		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.LR, codecs, staleness, cfg.Topology, cfg.WAN.Name, cfg.Iterations)
 	switch {
 	case f.sweepStale != "":
 		values, err := parseStalenessList(f.sweepStale)
@@ -328,14 +333,20 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return runSweep(ctx, cfg, "codec", names, func(c *testnet.Config, i int) { c.Codec = names[i] },
 			f.targetLoss, f.plot, f.json, stdout, stderr)
 	}
-	cfg.Progress = func(p testnet.Progress) { printProgress(stderr, cfg.Iterations, p) }
+	var watch model.LossWatch
+	cfg.Progress = func(p testnet.Progress) {
+		printProgress(stderr, cfg.Iterations, p)
+		if msg := watch.Observe(p.TestLoss); msg != "" {
+			cfg.Logger.Warn(msg, "iteration", p.Iteration, "lr", cfg.LR)
+		}
+	}
 	run := testnet.Run
 	if cfg.Attack != "" {
 		fmt.Fprintf(stderr, "attack %s: the baseline first (the same mesh with a quiet member in the attacker's place, or without an outsider), then the attack\n", cfg.Attack)
 		run = testnet.RunAttack
 	}
 	rep, err := run(ctx, cfg)
-	if err != nil {
+	if rep == nil || (err != nil && ctx.Err() == nil) {
 		return err
 	}
 	if f.saveModel != "" {
@@ -347,10 +358,16 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printSummary(stdout, rep)
+		printAttack(stdout, rep.Attack)
 	}
-	printSummary(stdout, rep)
-	printAttack(stdout, rep.Attack)
+	if err != nil {
+		return errInterrupted
+	}
 	return nil
 }
 
@@ -390,7 +407,11 @@ func printSummary(w io.Writer, r *testnet.Report) {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%.4f\t%s\t%d\t%.2fs\t\n", i, n.TrainRows, pct(n.TestAccuracy), n.TestLoss, humanBytes(float64(n.BytesSent)), n.MessagesSent, n.BlockedSeconds)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\n%d nodes, %s, %s, codec %s, %d iterations in %.2fs\n", r.Nodes, r.Model, r.Dataset, r.Codec, r.Iterations, r.WallSeconds)
+	if r.Interrupted {
+		fmt.Fprintf(w, "\n%d nodes, %s, %s, codec %s, interrupted at iteration %d/%d after %.2fs\n", r.Nodes, r.Model, r.Dataset, r.Codec, r.PerNode[0].Clock, r.Iterations, r.WallSeconds)
+	} else {
+		fmt.Fprintf(w, "\n%d nodes, %s, %s, codec %s, %d iterations in %.2fs\n", r.Nodes, r.Model, r.Dataset, r.Codec, r.Iterations, r.WallSeconds)
+	}
 	auc := ""
 	if r.FinalTestAUC != nil {
 		auc = fmt.Sprintf(", AUC %.4f", *r.FinalTestAUC)

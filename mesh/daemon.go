@@ -16,6 +16,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/halton"
+	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -61,9 +62,12 @@ type DaemonConfig struct {
 	// at exit). Checkpoint runs on the loop, between events.
 	CheckpointEvery uint64
 	Checkpoint      func(n *node.Syncer) error
-	// Test rows are evaluated every EvalEvery iterations and at the end.
+	// Test rows are evaluated every EvalEvery iterations and at the end;
+	// Evaluated, when set, is called on the loop after each evaluation
+	// with its test loss (to keep the best model, say).
 	Test      []dataset.Row
 	EvalEvery uint64
+	Evaluated func(n *node.Syncer, testLoss float64)
 	// Progress is how often a progress line is logged. Default 5 s.
 	Progress time.Duration
 	// MinIteration pads iterations to at least this wall time, for demos
@@ -117,9 +121,12 @@ type Result struct {
 	Clock    uint64
 	Accuracy float64
 	Loss     float64
-	// Members and Live count the members ever admitted and those live at
-	// the end.
-	Members, Live int
+	// Incarnations counts the members ever admitted (a restarted node is a
+	// new one), Members the nodes (peers) they ran on, and Live the
+	// members live at the end.
+	Incarnations, Members, Live int
+	// Trained reports whether this node ran at least one iteration.
+	Trained bool
 	// FromSnapshot, Applied and Held account for every update in the view
 	// (see node.Node.Ledger); AppliedTwice is FromSnapshot+Applied−Held
 	// and must be 0.
@@ -176,6 +183,10 @@ type Daemon struct {
 	// aloneFrom is when the node last found itself the only live member;
 	// zero while it has company.
 	aloneFrom, aloneWarned time.Time
+	// lossWatch warns when the test loss stalls or rises.
+	lossWatch model.LossWatch
+	// joinWarn spaces warnings about unreadable join requests.
+	joinWarn logEvery
 }
 
 // TopicName is the membership topic of a mesh.
@@ -454,12 +465,21 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			return a.finish(ctx, start, true)
 		}
 		paced := a.cfg.MinIteration > 0 && now.Sub(a.lastTrain) < a.cfg.MinIteration
-		if !a.quorate && len(a.n.Live()) >= a.cfg.MinMembers {
+		if !a.quorate && len(a.n.Live()) >= a.cfg.MinMembers && a.meshTraining() {
 			a.quorate = true
+			if !blockedSince.IsZero() {
+				blockedSince = now // waiting for MinMembers is not blocking
+			}
 		}
 		if !paced && a.quorate && a.n.CanTrain() {
 			if !blockedSince.IsZero() {
-				a.blocked += now.Sub(blockedSince)
+				// The wait for --min-iteration-time is padding, not
+				// blocking: only the time past it counts.
+				from := blockedSince
+				if padEnd := a.lastTrain.Add(a.cfg.MinIteration); a.cfg.MinIteration > 0 && padEnd.After(from) {
+					from = padEnd
+				}
+				a.blocked += max(0, now.Sub(from))
 				blockedSince = time.Time{}
 			}
 			if err := a.train(); err != nil {
@@ -549,6 +569,19 @@ func (a *Daemon) onEvent(e node.Event) {
 	}
 }
 
+// meshTraining reports whether the mesh has begun to train, so that a
+// joiner admitted while the founder still waits for --wait-members waits
+// with it: a founder (fresh or resumed), a joiner that starts above clock
+// 0, one that has heard of a member above its entry, or one with no other
+// live member left to wait for, may train.
+func (a *Daemon) meshTraining() bool {
+	entry := a.n.Entry()
+	if len(a.cfg.Peers) == 0 || entry > 0 || len(a.n.Live()) <= 1 {
+		return true
+	}
+	return a.n.HeardAbove(entry)
+}
+
 // finished reports whether a bounded run is over: all iterations run and
 // every live member's last update in.
 func (a *Daemon) finished() bool {
@@ -591,6 +624,12 @@ func (a *Daemon) evaluate() {
 	}
 	m := a.n.Evaluate(a.cfg.Test)
 	a.lastEval.clock, a.lastEval.loss, a.lastEval.accuracy = a.n.Clock(), m.Loss, m.Accuracy
+	if msg := a.lossWatch.Observe(m.Loss); msg != "" {
+		a.log.Warn(msg, "clock", a.n.Clock(), "lr", a.cfg.Settings.LearningRate)
+	}
+	if a.cfg.Evaluated != nil {
+		a.cfg.Evaluated(a.n, m.Loss)
+	}
 }
 
 func (a *Daemon) checkpoint() {
@@ -602,11 +641,16 @@ func (a *Daemon) checkpoint() {
 	}
 }
 
+// progress logs a progress line, once training has begun: before, there
+// is no loss to show.
 func (a *Daemon) progress() {
+	if a.lastTrain.IsZero() {
+		return
+	}
 	st := a.n.Stats()
 	a.log.Info("progress", "clock", a.n.Clock(), "live", len(a.n.Live()), "members", len(a.n.Members()),
-		"loss", st.LastLoss, "test_accuracy", a.lastEval.accuracy, "blocked", a.blocked.Round(time.Millisecond),
-		"round", a.round.Round(time.Microsecond))
+		"loss", Sig4(st.LastLoss), "test_loss", Sig4(a.lastEval.loss), "test_accuracy", Sig4(a.lastEval.accuracy),
+		"blocked", a.blocked.Round(time.Millisecond), "round", a.round.Round(time.Microsecond))
 }
 
 // receive hands one arrival to the core under the member id of its sender:
@@ -690,13 +734,14 @@ func (a *Daemon) checkAlone(now time.Time) {
 		a.aloneFrom = now
 	}
 	if d := now.Sub(a.aloneFrom); d >= a.cfg.DeadAfter && now.Sub(a.aloneWarned) >= 4*a.cfg.DeadAfter {
-		msg := "no live peers: this node trains alone"
+		msg, level := "no live peers: this node trains alone", slog.LevelWarn
 		if live {
 			msg = "no live peer is reachable: every member this node knows is unreachable"
-		} else if a.cfg.MinMembers > 1 {
-			msg = fmt.Sprintf("no live peers: waiting for %d members before training", a.cfg.MinMembers)
+		} else if !a.quorate {
+			// Waiting for --wait-members is what a founder does first.
+			msg, level = fmt.Sprintf("waiting for %d members before training", a.cfg.MinMembers), slog.LevelInfo
 		}
-		a.log.Warn(msg, "for", d.Round(time.Second), "clock", a.n.Clock())
+		a.log.Log(context.Background(), level, msg, "for", d.Round(time.Second), "clock", a.n.Clock())
 		a.aloneWarned = now
 	}
 }
@@ -853,7 +898,7 @@ wait:
 	}
 	res := a.result(start, stopped)
 	res.LeaveAcknowledgedBy, res.MembersLiveAtLeave = acked, liveAtLeave
-	a.log.Info("left the mesh", "clock", res.Clock, "test_accuracy", res.Accuracy, "applied_twice", res.AppliedTwice,
+	a.log.Info("left the mesh", "clock", res.Clock, "test_accuracy", Sig4(res.Accuracy), "applied_twice", res.AppliedTwice,
 		"leave_acknowledged_by", len(acked), "members_live_at_leave", liveAtLeave)
 	return res, nil
 }
@@ -868,11 +913,23 @@ func (a *Daemon) result(start time.Time, stopped bool) Result {
 	direct, relayed, unreachable := a.linkCounts(time.Now())
 	return Result{
 		Member: a.self, Clock: a.n.Clock(), Accuracy: a.lastEval.accuracy, Loss: a.lastEval.loss,
-		Members: len(a.n.Members()), Live: len(a.n.Live()),
+		Incarnations: len(a.n.Members()), Members: countPeers(a.n.Members()), Live: len(a.n.Live()),
+		Trained:      !a.lastTrain.IsZero(),
 		FromSnapshot: fromSnap, Applied: applied, Held: held, AppliedTwice: twice,
 		Rejected: st.Rejected, Blocked: a.blocked, Wall: time.Since(start), Left: stopped,
 		DirectPeers: direct, RelayedPeers: relayed, UnreachableLinks: unreachable,
 	}
+}
+
+// countPeers counts the distinct peers that ran the members.
+func countPeers(members []string) int {
+	peers := map[peer.ID]bool{}
+	for _, m := range members {
+		if p, err := PeerOf(m); err == nil {
+			peers[p] = true
+		}
+	}
+	return len(peers)
 }
 
 func (a *Daemon) metrics() {

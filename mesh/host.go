@@ -143,6 +143,8 @@ type Host struct {
 	// fixed part of a message's write deadline.
 	maxQueue     int
 	writeTimeout time.Duration
+	// refusedLog spaces the warnings about refused update streams.
+	refusedLog logEvery
 	// rcmgr is the resource manager NewHost made, closed with the host.
 	rcmgr network.ResourceManager
 	// reach runs relays and NAT traversal (HostConfig.Reach); links tracks
@@ -191,12 +193,16 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	if err := CheckListen(cfg.ListenAddrs); err != nil {
+		return nil, fmt.Errorf("listen on %w", err)
+	}
 	mgr, err := limits.resourceManager()
 	if err != nil {
 		return nil, err
 	}
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
+		libp2p.UserAgent(AgentVersion()),
 		libp2p.ListenAddrStrings(cfg.ListenAddrs...),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),
@@ -219,7 +225,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		_ = mgr.Close()
-		return nil, fmt.Errorf("start libp2p host on %v: %w", cfg.ListenAddrs, err)
+		return nil, fmt.Errorf("start libp2p host on %v: %w", cfg.ListenAddrs, OneLine(err))
 	}
 	mh := newHost(h, logger, limits)
 	mh.shape = cfg.Shape
@@ -518,13 +524,20 @@ func (m *Host) handleStream(s network.Stream) {
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				m.badStreams.Add(1)
+				refused := true
 				switch {
 				case errors.Is(err, errTooLarge):
 					m.oversized.Add(1)
 				case errors.Is(err, io.ErrUnexpectedEOF):
 					m.truncated.Add(1)
+				default:
+					refused = false // reset or closed by the peer
 				}
-				m.log.Debug("update stream closed", "from", shortID(from), "err", err)
+				if !refused {
+					m.log.Debug("update stream closed", "from", shortID(from), "err", err)
+				} else if ok, n := m.refusedLog.allow(time.Now()); ok {
+					m.log.Warn("update message refused before it was decoded; stream reset", "from", shortID(from), "err", OneLine(err), "unreported_since_last", n)
+				}
 				_ = s.Reset()
 				return
 			}
@@ -761,7 +774,7 @@ func (s *sender) warnFailure(bytes int, err error) {
 		s.suppressed++
 		return
 	}
-	s.host.log.Warn("update not delivered", "to", shortID(s.to), "bytes", bytes, "err", err, "failed_since_last_report", s.suppressed)
+	s.host.log.Warn("update not delivered", "to", shortID(s.to), "bytes", bytes, "err", OneLine(err), "failed_since_last_report", s.suppressed)
 	s.lastWarn, s.suppressed = time.Now(), 0
 }
 

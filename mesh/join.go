@@ -302,7 +302,9 @@ func (a *Daemon) serveJoin(s network.Stream) {
 	_ = s.SetDeadline(time.Now().Add(a.cfg.JoinTimeout))
 	data, err := readLimited(s, maxJoinRequestBytes)
 	if err != nil {
-		a.log.Warn("join request unreadable", "from", s.Conn().RemotePeer(), "err", err)
+		if ok, n := a.joinWarn.allow(time.Now()); ok {
+			a.log.Warn("join request unreadable", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
+		}
 		_ = s.Reset()
 		return
 	}
@@ -313,7 +315,9 @@ func (a *Daemon) serveJoin(s network.Stream) {
 		}
 	}
 	if err != nil {
-		a.log.Warn("join request refused", "from", s.Conn().RemotePeer(), "err", err)
+		if ok, n := a.joinWarn.allow(time.Now()); ok {
+			a.log.Warn("join request refused", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
+		}
 		_ = writeMessage(s, encodeJoinReply(nil, "bad join request: "+err.Error()))
 		return
 	}

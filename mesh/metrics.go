@@ -2,12 +2,15 @@ package mesh
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // Metrics exposes a running node to Prometheus under sketchmesh_* names.
@@ -34,6 +37,7 @@ type metricsSnapshot struct {
 	connDirect, connRelayed              float64
 	unreachable, reservations            float64
 	sendFailed, sendDropped              float64
+	oversized, truncated, throttled      float64
 }
 
 var (
@@ -56,6 +60,9 @@ var (
 	descUnreachable  = prometheus.NewDesc("sketchmesh_unreachable_links", "Live members no update stream could be opened to for longer than the dead-member timeout.", nil, nil)
 	descSendsLost    = prometheus.NewDesc("sketchmesh_sends_lost_total", "Update messages that never went out, by cause: failed (no stream could be opened, or the write failed or timed out) or dropped (the peer's send queue was full). The receiver pulls what it misses.", []string{"cause"}, nil)
 	descReservations = prometheus.NewDesc("sketchmesh_relay_reservations", "Relay reservations this node holds.", nil, nil)
+	descStreams      = prometheus.NewDesc("sketchmesh_streams_rejected_total", "Update messages refused before they were decoded, their stream reset, by reason: oversized (a length prefix above the message limit) or truncated (the stream ended inside the message).", []string{"reason"}, nil)
+	descThrottled    = prometheus.NewDesc("sketchmesh_messages_throttled_total", "Update messages held back by the per-peer rate limit (delayed, not lost).", nil, nil)
+	descBuild        = prometheus.NewDesc("sketchmesh_build_info", "Always 1; the labels name the running build.", []string{"version", "commit", "go_version"}, nil)
 )
 
 // NewMetrics returns metrics on a registry of their own (plus the Go and
@@ -75,7 +82,7 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClock, descStaleness, descBlocked, descPeers, descMembers, descBytes, descMessages,
 		descFrames, descRatio, descRejected, descSyncRequests, descTestLoss, descTestAcc, descTrainLoss, descAlone,
-		descConnections, descUnreachable, descReservations, descSendsLost} {
+		descConnections, descUnreachable, descReservations, descSendsLost, descStreams, descThrottled, descBuild} {
 		ch <- d
 	}
 }
@@ -110,9 +117,22 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ratio = 12 * s.pairs / s.frameBytes
 	}
 	gauge(descRatio, ratio)
-	for reason, v := range s.rejected {
-		counter(descRejected, float64(v), reason)
+	// Every reason is exported from the start, at 0 until it counts, so
+	// that dashboards and alerts see the series before the first refusal.
+	known := node.RejectReasons()
+	for _, reason := range known {
+		counter(descRejected, float64(s.rejected[reason]), reason)
 	}
+	for reason, v := range s.rejected {
+		if !slices.Contains(known, reason) {
+			counter(descRejected, float64(v), reason)
+		}
+	}
+	counter(descStreams, s.oversized, "oversized")
+	counter(descStreams, s.truncated, "truncated")
+	counter(descThrottled, s.throttled)
+	b := BuildInfo()
+	gauge(descBuild, 1, b.Version, b.Commit, b.GoVersion)
 	counter(descSyncRequests, s.syncRequests)
 	gauge(descTestLoss, s.testLoss)
 	gauge(descTestAcc, s.testAccuracy)
@@ -142,6 +162,7 @@ func (m *Metrics) observe(a *Daemon) {
 		rejected: st.Rejected, resent: float64(sy.UpdatesResent), syncRequests: float64(sy.RequestsSent),
 		aloneSince: a.alone().Seconds(),
 		sendFailed: float64(tr.SendFailures), sendDropped: float64(tr.SendDropped),
+		oversized: float64(tr.Oversized), truncated: float64(tr.Truncated), throttled: float64(tr.Throttled),
 	}
 	direct, relayed := a.cfg.Host.ConnPaths(a.livePeers())
 	_, _, unreachable := a.linkCounts(time.Now())

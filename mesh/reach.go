@@ -513,7 +513,7 @@ func (r *reacher) take(ai peer.AddrInfo, now time.Time) {
 			msg = "relay refused a reservation"
 		}
 		r.log.Warn(msg+"; falling back to the other relays and to direct connections",
-			"relay", ai.ID, "renewal", renewal, "err", err, "retry_in", b.wait, "reservations_held", others)
+			"relay", ai.ID, "renewal", renewal, "err", OneLine(err), "retry_in", b.wait, "reservations_held", others)
 		if others == 0 && !r.lacking {
 			r.lacking = true
 			r.log.Warn("no relay reservation: members that cannot dial this node directly cannot reach it until a relay accepts one")
@@ -620,7 +620,7 @@ func (r *reacher) dialDirect(p peer.ID) {
 	}
 	b.wait = min(2*b.wait, maxUpgradeWait)
 	b.at = time.Now().Add(b.wait)
-	r.log.Debug("no direct path to a relayed peer yet", "to", shortID(p), "retry_in", b.wait, "err", err)
+	r.log.Debug("no direct path to a relayed peer yet", "to", shortID(p), "retry_in", b.wait, "err", OneLine(err))
 }
 
 // reservations is how many relay reservations the host holds.
@@ -746,11 +746,27 @@ func (m *Host) linkDown(p peer.ID, err error) {
 	m.links.mu.Unlock()
 	switch {
 	case first:
-		m.log.Info("overlay link not established yet; retrying with the next update", "to", shortID(p), "err", err)
+		m.log.Info("overlay link not established yet; retrying with the next update", "to", shortID(p), "err", OneLine(err))
 	case warn:
-		m.log.Warn("overlay link cannot be established: the peer is down, or there is no direct or relayed path to it (a member every site can reach, started with --relay-service, gives one)",
-			"to", shortID(p), "failing_for", now.Sub(since).Round(time.Millisecond), "err", err)
+		msg := "overlay link cannot be established: the peer is down, or there is no direct or relayed path to it (a member every site can reach, started with --relay-service, gives one)"
+		if m.loopbackOnly() {
+			// Relays cannot help on one machine: the peer is down.
+			msg = "overlay link cannot be established: the peer is down"
+		}
+		m.log.Warn(msg, "to", shortID(p), "failing_for", now.Sub(since).Round(time.Millisecond), "err", OneLine(err))
 	}
+}
+
+// loopbackOnly reports whether the host listens on loopback addresses
+// only: a mesh on one machine, where relays are no help.
+func (m *Host) loopbackOnly() bool {
+	addrs := m.h.Network().ListenAddresses()
+	for _, a := range addrs {
+		if !manet.IsIPLoopback(a) {
+			return false
+		}
+	}
+	return len(addrs) > 0
 }
 
 // relayOf names the relay a relayed connection goes through.
@@ -841,6 +857,9 @@ func (a *Daemon) linkCounts(now time.Time) (direct, relayed, unreachable int) {
 	}
 	limit := a.deadAfter()
 	for p, l := range a.cfg.Host.Links() {
+		if a.n.MemberOf(p.String()) == "" {
+			continue // a stranger that opened an update stream is no peer of the mesh
+		}
 		switch {
 		case l.Direct:
 			direct++

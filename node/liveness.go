@@ -302,6 +302,10 @@ func (s *Syncer) observeRound() {
 	p.lastTrainTick, p.trained, p.gateOpen = p.tick, true, false
 }
 
+// RejectSignFailed counts announcements this node could not sign (and so
+// did not send).
+const RejectSignFailed = "sign_failed"
+
 // sign fills a's signature; false when the node cannot sign (the
 // announcement is then not sent).
 func (s *Syncer) sign(a *Announcement) bool {
@@ -311,7 +315,7 @@ func (s *Syncer) sign(a *Announcement) bool {
 	}
 	sig, err := s.cfg.Auth.SignMessage(AnnouncementSignedBytes(*a))
 	if err != nil {
-		s.reject("sign_failed")
+		s.reject(RejectSignFailed)
 		return false
 	}
 	a.Sig = sig
@@ -687,3 +691,22 @@ func (s *Syncer) SetOverlay(f func(live []string) Router) {
 
 // SuspectAfter returns the current suspicion timeout in ticks.
 func (s *Syncer) SuspectAfter() uint64 { return s.suspectAfter() }
+
+// Entry returns the clock this node started at (its snapshot's rows' clock;
+// 0 for a founding member).
+func (s *Syncer) Entry() uint64 { return s.ownEntry() }
+
+// HeardAbove reports whether some other live member is known to have run
+// beyond clock c: its hellos say so, or the view holds an update of it
+// above c.
+func (s *Syncer) HeardAbove(c uint64) bool {
+	for _, m := range s.liveList {
+		if m == s.cfg.ID {
+			continue
+		}
+		if i := s.proto.info[m]; (i != nil && i.clock > c) || s.vc.Get(m) > c {
+			return true
+		}
+	}
+	return false
+}

@@ -170,6 +170,16 @@ const (
 	// count them (sign.go, robust.go).
 )
 
+// RejectReasons lists every reason Stats.Rejected counts, so that a
+// monitor can show each at zero before the first rejection.
+func RejectReasons() []string {
+	return []string{RejectBadEnvelope, RejectNotMember, RejectDuplicate, RejectBadClock, RejectClockAhead,
+		RejectBadFrame, RejectBadShape, RejectBadFactors, RejectNorm, RejectAfterLeave, RejectBadSignature,
+		RejectNaN, RejectBadSync, RejectSyncBudget, RejectMarkedRefused,
+		RejectBadAnnouncement, RejectForgedAnnouncement, RejectStaleIncarnation, RejectStaleHello,
+		RejectNotAdmitted, RejectReadmit, RejectAdmitLimit, RejectSignFailed, RejectBadGone}
+}
+
 // Stats are a node's counters. All byte counts are envelope bytes as handed
 // to the driver (without the driver's own framing).
 type Stats struct {

@@ -63,6 +63,9 @@ type Report struct {
 	PerNode               []NodeReport      `json:"per_node"`
 	// Curve is node 0's test loss and accuracy against iterations and time.
 	Curve []CurvePoint `json:"curve"`
+	// Interrupted is set when the run was stopped before its iterations
+	// were done; the report then holds what the nodes had reached.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Attack is what a hostile peer did (Config.Attack), absent otherwise.
 	Attack *AttackReport `json:"attack,omitempty"`
 	// FinalView is node 0's parameter view at the end of the run, the model

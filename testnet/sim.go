@@ -83,9 +83,10 @@ type SimConfig struct {
 	Sync node.SyncConfig
 	// Faults is an optional fault script.
 	Faults *Scenario
-	// Progress, when set, receives about ten reports per run and one per
-	// scenario step.
-	Progress func(SimProgress)
+	// Progress, when set, receives a report every EvalEvery iterations
+	// (0: about ten per run) and one per scenario step.
+	Progress  func(SimProgress)
+	EvalEvery int
 }
 
 // MaxSimNodes bounds SimConfig.Nodes: link state is a dense P×P table.
@@ -458,6 +459,9 @@ func newSim(cfg SimConfig) (*sim, error) {
 		mdl:       mdl,
 		cdc:       cdc,
 		routers:   map[string]Router{},
+	}
+	if cfg.EvalEvery > 0 {
+		s.evalEvery = uint64(cfg.EvalEvery)
 	}
 	s.nextEval = s.evalEvery
 	for a := range cfg.WAN.Sites {

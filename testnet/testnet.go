@@ -192,7 +192,9 @@ type member struct {
 	runErr error
 }
 
-// Run starts the testnet, trains to the end and returns its report.
+// Run starts the testnet, trains to the end and returns its report. When
+// ctx ends first, it returns the report so far (Interrupted) with an
+// error wrapping ctx's.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -262,8 +264,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	// The curve starts from the untrained model, at iteration 0.
+	met0 := members[0].core.Evaluate(cfg.Test.Rows)
+	curve := []CurvePoint{curvePoint(Progress{TestLoss: met0.Loss, TestAccuracy: met0.Accuracy})}
 	start := time.Now()
-	var curve []CurvePoint
 	observe := func(n *node.Node) {
 		t := n.Clock()
 		if t%uint64(cfg.EvalEvery) != 0 && t != uint64(cfg.Iterations) {
@@ -313,7 +317,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("testnet interrupted: %w", err)
+		// The report so far: every node has stopped, so its state is
+		// still read safely.
+		rep := buildReport(cfg, cdc, router, members, curve, wall)
+		rep.Interrupted = true
+		return rep, fmt.Errorf("testnet interrupted: %w", err)
 	}
 	// Node 0's last progress point was taken when it finished its own
 	// iterations; with a staleness bound, peers' last updates arrived after.

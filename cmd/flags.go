@@ -1,0 +1,153 @@
+package cmd
+
+import (
+	"cmp"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/model"
+)
+
+// trainingFlags are the training flags run, testnet and simulate share,
+// with the same defaults and meanings in each.
+type trainingFlags struct {
+	optimizer string
+	lr        float64
+	batch     float64
+	evalEvery int
+	logLevel  string
+}
+
+func (f *trainingFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: sgd or adam (β1 0.9, β2 0.999, ε 1e-8)")
+	fs.Float64Var(&f.lr, "lr", 0, fmt.Sprintf("learning rate; 0 = the optimizer's default: adam %g; sgd 1 for lr and svm, 10 for softmax, 0.5 for linear, divided by the training rows' mean squared norm when it is above 1", model.AdamDefaultRate))
+	fs.Float64Var(&f.batch, "batch", 0.1, "mini-batch per node: a fraction of its training rows when below 1, else a row count")
+	fs.IntVar(&f.evalEvery, "eval-every", 0, "iterations between test-set evaluations, each one a progress point (0 = about ten per run, every 100 iterations when the run has no end)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error (logs go to stderr)")
+}
+
+// check validates the shared flags.
+func (f *trainingFlags) check() error {
+	if err := oneOf("optimizer", f.optimizer, "sgd", "adam"); err != nil {
+		return err
+	}
+	switch {
+	case !(f.lr >= 0) || f.lr > 1e12:
+		return badInput("--lr %v: want a finite value > 0, or 0 for the optimizer's default", f.lr)
+	case f.evalEvery < 0:
+		return badInput("--eval-every %d: want >= 0", f.evalEvery)
+	}
+	if _, err := parseLevel(f.logLevel); err != nil {
+		return err
+	}
+	return checkBatch(f.batch)
+}
+
+// rate is --lr, or the optimizer's default for the model and the rows.
+func (f *trainingFlags) rate(kind model.Kind, train *dataset.Dataset) (float64, error) {
+	if f.lr > 0 {
+		return f.lr, nil
+	}
+	lr, err := model.DefaultRate(model.OptimizerKind(f.optimizer), kind, model.MeanSquaredNorm(train.Rows))
+	if err != nil {
+		return 0, usageError{err}
+	}
+	return lr, nil
+}
+
+// evalInterval is --eval-every, or about ten evaluations over iterations
+// (every 100 when iterations is 0, a run without end).
+func (f *trainingFlags) evalInterval(iterations uint64) uint64 {
+	switch {
+	case f.evalEvery > 0:
+		return uint64(f.evalEvery)
+	case iterations == 0:
+		return 100
+	}
+	return max(1, iterations/10)
+}
+
+func parseLevel(level string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return l, badInput("--log-level %q: want debug, info, warn or error", level)
+	}
+	return l, nil
+}
+
+// flagGroups sorts every command's flags into the groups its help lists
+// them under, in this order.
+var flagGroups = []struct {
+	name  string
+	flags []string
+}{
+	{"Data and model", []string{"data", "test-data", "format", "hash-bits", "shard", "model", "dim", "l2", "nodes", "seed", "faults"}},
+	{"Training", []string{"optimizer", "lr", "batch", "iterations", "staleness", "codec", "error-feedback", "sfb", "keep-best",
+		"wait-members", "min-iteration-time", "compute-time", "stragglers", "slowdown", "target-loss"}},
+	{"Network", []string{"listen", "join", "mesh", "announce", "relay", "relay-service", "topology", "relay-window", "wan",
+		"heartbeat", "dead-after", "history"}},
+	{"Security", []string{"key", "psk", "allow", "allow-list", "sign", "robust", "attack"}},
+	{"Output", []string{"eval-every", "progress", "json", "log-level", "log-format", "metrics", "checkpoint-dir", "checkpoint-every", "save-model",
+		"compare", "sweep-staleness", "plot", "config"}},
+}
+
+// groupOf names the help group of a flag ("Other" for none).
+func groupOf(name string) string {
+	for _, g := range flagGroups {
+		for _, f := range g.flags {
+			if f == name {
+				return g.name
+			}
+		}
+	}
+	return "Other"
+}
+
+// printFlags writes fs's flags group by group, in the order each group
+// lists them.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	byGroup := map[string][]*flag.Flag{}
+	fs.VisitAll(func(fl *flag.Flag) { byGroup[groupOf(fl.Name)] = append(byGroup[groupOf(fl.Name)], fl) })
+	order := map[string]int{}
+	for _, g := range flagGroups {
+		for i, f := range g.flags {
+			order[f] = i
+		}
+	}
+	for _, g := range append(flagGroups, struct {
+		name  string
+		flags []string
+	}{name: "Other"}) {
+		flags := byGroup[g.name]
+		if len(flags) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", g.name)
+		slices.SortStableFunc(flags, func(a, b *flag.Flag) int { return cmp.Compare(order[a.Name], order[b.Name]) })
+		for _, fl := range flags {
+			printFlag(w, fl)
+		}
+	}
+}
+
+// printFlag prints one flag as flag.PrintDefaults does, with two dashes.
+func printFlag(w io.Writer, fl *flag.Flag) {
+	typ, usage := flag.UnquoteUsage(fl)
+	line := "  --" + fl.Name
+	if typ != "" {
+		line += " " + typ
+	}
+	fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+	if def := fl.DefValue; def != "" && def != "0" && def != "false" && def != "0s" {
+		if typ == "string" {
+			def = fmt.Sprintf("%q", def)
+		}
+		fmt.Fprintf(w, " (default %s)", def)
+	}
+	fmt.Fprintln(w)
+}

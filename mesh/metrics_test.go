@@ -1,0 +1,104 @@
+package mesh
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/node"
+)
+
+// Every series is there from the first scrape, each rejection reason at 0,
+// so that dashboards and alerts see them before anything happens.
+func TestMetricsExportedFromTheStart(t *testing.T) {
+	m := NewMetrics()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	want := []string{
+		`sketchmesh_streams_rejected_total{reason="oversized"} 0`,
+		`sketchmesh_streams_rejected_total{reason="truncated"} 0`,
+		`sketchmesh_messages_throttled_total 0`,
+		`sketchmesh_build_info{commit="` + BuildInfo().Commit + `",go_version="` + BuildInfo().GoVersion + `",version="` + BuildInfo().Version + `"} 1`,
+	}
+	for _, r := range node.RejectReasons() {
+		want = append(want, `sketchmesh_frames_rejected_total{reason="`+r+`"} 0`)
+	}
+	for _, w := range want {
+		if !strings.Contains(body, w+"\n") {
+			t.Errorf("first scrape lacks %s", w)
+		}
+	}
+	if len(node.RejectReasons()) != 24 {
+		t.Errorf("%d rejection reasons: a new one must be added to node.RejectReasons", len(node.RejectReasons()))
+	}
+}
+
+func TestAgentVersion(t *testing.T) {
+	v := AgentVersion()
+	if !strings.HasPrefix(v, "sketchmesh/") || v == "sketchmesh/" || strings.Contains(v, "github.com") {
+		t.Errorf("agent version %q, want sketchmesh/<version>", v)
+	}
+	hosts := make([]*Host, 2)
+	for i := range hosts {
+		h, err := NewHost(HostConfig{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		hosts[i] = h
+	}
+	a, b := hosts[0].Libp2p(), hosts[1].Libp2p()
+	if err := hosts[1].Connect(context.Background(), peer.AddrInfo{ID: a.ID(), Addrs: a.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := b.Peerstore().Get(a.ID(), "AgentVersion")
+		if err == nil && got == v {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("identify gives agent version %v (%v), want %q", got, err, v)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A peer that opens an update stream without being a member is no peer of
+// the mesh in the node's report.
+func TestLinkCountsMembersOnly(t *testing.T) {
+	train, _, err := dataset.Builtin("rcv1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h := newTestHost(t)
+	a := startDaemon(t, ctx, daemonSettings(train), train.Rows[:100], nil, h)
+	stranger := newTestHost(t)
+	if err := stranger.Connect(ctx, peer.AddrInfo{ID: h.h.ID(), Addrs: h.h.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	stranger.Send(h.ID(), []byte("not an envelope"))
+	select {
+	case <-h.Inbox():
+	case <-ctx.Done():
+		t.Fatal("the stranger's message never arrived")
+	}
+	if _, linked := h.Links()[stranger.h.ID()]; !linked {
+		t.Fatal("the stranger's stream is not on record")
+	}
+	if direct, relayed, _ := a.linkCounts(time.Now()); direct != 0 || relayed != 0 {
+		t.Errorf("a stranger counts as a peer: %d direct, %d relayed", direct, relayed)
+	}
+	a.n.AddMember(MemberID(stranger.h.ID(), 1), 0)
+	if direct, _, _ := a.linkCounts(time.Now()); direct != 1 {
+		t.Errorf("a member counts as %d direct peers, want 1", direct)
+	}
+}
