@@ -56,7 +56,7 @@ var (
 //
 //	at 5: loss 0.05            # every link now loses 5% of messages
 //	at 10: slow 3 x4           # node 3 computes four times slower (x1 restores)
-//	at 20: kill 0-3,7          # nodes stop; peers notice after the detection delay
+//	at 20: kill 0-3,7          # nodes stop; peers suspect them after the detection delay
 //	at 25: restart 2           # a killed node resumes with the state it had
 //	at 28: leave 5             # node 5 stops after announcing its last clock
 //	at 30: partition 0-7 | 8-15
