@@ -547,6 +547,10 @@ func (a *Daemon) onEvent(e node.Event) {
 		a.learnAddrs(e.Member, a.n.Addrs(e.Member))
 		a.log.Info("member back", "member", who, "clock", e.Clock)
 	case node.EventSuspected:
+		if e.Withholding {
+			a.log.Warn("member suspected: it says it is past the clock this node needs, but its updates do not come; the gate no longer waits for it", "member", who, "clock", e.Clock)
+			break
+		}
 		a.log.Warn("member suspected: the gate no longer waits for it", "member", who, "silent_for", ticks(e.Silent), "clock", e.Clock)
 	case node.EventDead:
 		a.forget(e.Member)

@@ -91,6 +91,9 @@ type Event struct {
 	By string
 	// Waiting is set on a leave whose last updates have not all arrived.
 	Waiting bool
+	// Withholding is set on a suspicion of a member that keeps saying
+	// hello but whose updates the gate needs never come.
+	Withholding bool
 }
 
 // Timing defaults, in ticks (100 ms each in the daemon).
@@ -107,6 +110,11 @@ type memberInfo struct {
 	// message); admittedBy is who admitted it.
 	spoke      bool
 	admittedBy string
+	// blockedSince is the tick since which the member, by its own word
+	// past the clock the gate needs, has held the gate; withholding is set
+	// once it is suspected for that, until its entry passes withheld.
+	blockedSince, withheld uint64
+	withholding            bool
 	seq        uint64 // last hello sequence number
 	round      uint64 // milliticks per iteration, from its hellos
 	clock      uint64 // last announced clock
@@ -251,6 +259,44 @@ func (s *Syncer) detect() {
 			s.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
+		case s.live[m]:
+			s.detectWithholding(m, i, dead)
+		}
+	}
+}
+
+// detectWithholding suspects a live member that says (in its hellos) it
+// is past the clock this node's gate needs of it, but whose updates have
+// not arrived for the death timeout although the node asks for them: a
+// member that only says hello must not hold everyone's gate for good. It
+// stays suspected until one of its missing updates arrives.
+func (s *Syncer) detectWithholding(m string, i *memberInfo, after uint64) {
+	p := &s.proto
+	need := s.syncNeed()
+	if need == 0 || s.vc.Get(m) >= need || i.clock < need {
+		i.blockedSince = 0
+		return
+	}
+	if i.blockedSince == 0 {
+		i.blockedSince = p.tick
+		return
+	}
+	if p.tick-i.blockedSince < after {
+		return
+	}
+	i.blockedSince, i.withheld, i.withholding = 0, s.vc.Get(m), true
+	s.Suspect(m)
+	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})
+	p.membershipChanged = true
+}
+
+// releaseWithholders returns to the live set the members suspected of
+// withholding whose updates came after all.
+func (s *Syncer) releaseWithholders() {
+	for _, m := range s.members {
+		if i := s.proto.info[m]; i != nil && i.withholding && s.vc.Get(m) > i.withheld {
+			i.withholding = false
+			s.heard(m)
 		}
 	}
 }
@@ -263,7 +309,7 @@ func (s *Syncer) heard(m string) {
 		return
 	}
 	i.heard, i.spoke = s.proto.tick, true
-	if s.Suspected(m) {
+	if s.Suspected(m) && !i.withholding {
 		s.PeerUp(m)
 		s.proto.events = append(s.proto.events, Event{Kind: EventBack, Member: m, Clock: i.clock})
 		s.proto.membershipChanged = true

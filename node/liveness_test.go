@@ -503,3 +503,41 @@ func TestAdmitNeedsJoinRequestAndIsCapped(t *testing.T) {
 	// They never speak: suspected, then dead, and the mesh trains on.
 	n.runUntilDone(400)
 }
+
+// A member that keeps saying hello, claiming ever higher clocks, but sends
+// no update would hold every gate for good: it is suspected once it has
+// held the gate for the death timeout, and live again when its updates
+// come.
+func TestMemberThatOnlySaysHelloIsSuspected(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 40)
+	n.round()
+	n.nodes["c/1"] = nil // c's driver now only says hello
+	seq := uint64(100)
+	hello := func() {
+		seq++
+		h := n.sign(Announcement{Kind: KindHello, Member: "c/1", Clock: seq, Seq: seq}, "c/1")
+		for _, id := range []string{"a/1", "b/1"} {
+			n.nodes[id].Receive("c/1", h)
+		}
+	}
+	var suspected bool
+	for r := 0; r < 200 && !(n.nodes["a/1"].Done() && n.nodes["b/1"].Done()); r++ {
+		hello()
+		n.round()
+		suspected = suspected || n.nodes["a/1"].Suspected("c/1")
+	}
+	a := n.nodes["a/1"]
+	if !a.Done() || !n.nodes["b/1"].Done() || !suspected {
+		t.Fatalf("a done %v at %d, b done %v, c suspected %v", a.Done(), a.Clock(), n.nodes["b/1"].Done(), suspected)
+	}
+	var withholding int
+	for _, e := range n.events {
+		if e.Kind == EventSuspected && e.Member == "c/1" && e.Withholding {
+			withholding++
+		}
+	}
+	if withholding != 2 {
+		t.Errorf("%d suspicions of withholding, want one at a and one at b", withholding)
+	}
+}

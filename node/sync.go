@@ -465,6 +465,7 @@ func (s *Syncer) Receive(from string, data []byte) {
 		}
 		s.retain(u.Origin, u.Clock, slices.Clone(u.Frame), slices.Clone(u.Sig))
 	}
+	s.releaseWithholders()
 	s.noteGate()
 }
 
