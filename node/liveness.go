@@ -115,10 +115,10 @@ type memberInfo struct {
 	// once it is suspected for that, until its entry passes withheld.
 	blockedSince, withheld uint64
 	withholding            bool
-	seq        uint64 // last hello sequence number
-	round      uint64 // milliticks per iteration, from its hellos
-	clock      uint64 // last announced clock
-	addrs      []string
+	seq                    uint64 // last hello sequence number
+	round                  uint64 // milliticks per iteration, from its hellos
+	clock                  uint64 // last announced clock
+	addrs                  []string
 }
 
 // protocol is the membership state of a Syncer.
