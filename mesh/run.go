@@ -19,6 +19,12 @@ type Options struct {
 	// Tick is the length of the core's tick (node.Syncer.Tick). Default
 	// 100 ms.
 	Tick time.Duration
+	// SyncAfter, when set, is how long the node waits at its gate before
+	// it asks the members holding it back for their updates (and runs
+	// anti-entropy), again every SyncAfter while it waits. 0 never asks:
+	// on links that lose nothing (a testnet on loopback) every update
+	// arrives, and a resend would only be a duplicate.
+	SyncAfter time.Duration
 	// AfterTrain runs after every local iteration; took is how long the
 	// iteration's computation ran. A testnet uses it to report progress and
 	// to emulate slower nodes.
@@ -84,7 +90,6 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 		}
 		out(n.Ready())
 	}
-	// Stuck at the gate for a few ticks: ask the members holding it back.
 	var blockedTicks int
 	for {
 		for drained := false; !drained; {
@@ -121,7 +126,8 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 			n.Receive(m.From, m.Data)
 		case <-tick.C:
 			n.Tick()
-			if blockedTicks++; blockedTicks%3 == 0 {
+			blockedTicks++
+			if every := int(opts.SyncAfter / opts.Tick); opts.SyncAfter > 0 && blockedTicks%max(every, 1) == 0 {
 				out(node.Ready{Messages: n.SyncRequest()})
 				out(node.Ready{Messages: n.AntiEntropy()})
 			}

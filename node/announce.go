@@ -26,8 +26,8 @@ import (
 //     member to admit it (JoinSignedBytes), so no member can make up an
 //     incarnation of another's peer. It counts only when the signer is a
 //     current member of the receiving node (one that left counts for
-//     entries up to its last clock), and only MaxSilentAdmits members a
-//     signer admitted may be unheard-of at a time.
+//     entries up to its last clock), and at most MaxSilentAdmits members a
+//     signer's admits brought in may stay unheard-of.
 //   - leave: a member's notice that it stops after its update Clock, signed
 //     by the member, sent to every live member directly (and broadcast);
 //     each answers with
@@ -147,10 +147,10 @@ const (
 	RejectAdmitLimit = "admit_limit"
 )
 
-// MaxSilentAdmits bounds the members one member may have admitted that
-// have not yet been heard from: a member that admits made-up joiners (it
-// can make keys for any number) makes everyone wait for each only until
-// it is suspected, and only for this many at a time.
+// MaxSilentAdmits bounds the members one member's admits may bring in that
+// are never heard from: a member that admits made-up joiners (it can make
+// keys for any number) makes everyone wait for each only until it is
+// suspected, and for no more than this many over its incarnation.
 const MaxSilentAdmits = 4
 
 // ErrBadAnnouncement is wrapped by every announcement decoding error.

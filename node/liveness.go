@@ -172,6 +172,8 @@ func (s *Syncer) trackMember(m string) {
 func (s *Syncer) Tick() {
 	p := &s.proto
 	p.tick++
+	// Answers to sync requests are budgeted per requester and tick.
+	clear(s.replied)
 	if p.leaving {
 		if p.tick-p.lastLeaveSend >= uint64(s.sc.HeartbeatTicks) {
 			s.sendLeave()
@@ -251,6 +253,12 @@ func (s *Syncer) detect() {
 			s.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent, Waiting: true})
 			p.membershipChanged = true
+		case s.live[m] && silent >= suspect && !i.spoke && !s.foundedWith(m):
+			// Admitted, never heard from: no update of it can be in any
+			// row, so it keeps no share of the step (a made-up joiner).
+			s.DeclareDead(m)
+			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
+			p.membershipChanged = true
 		case s.live[m] && silent >= suspect:
 			s.Suspect(m)
 			p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Silent: silent})
@@ -263,6 +271,14 @@ func (s *Syncer) detect() {
 			s.detectWithholding(m, i, dead)
 		}
 	}
+}
+
+// foundedWith reports whether m was a member when this node started (its
+// configured members or its snapshot's): those may have sent updates
+// before this node heard them.
+func (s *Syncer) foundedWith(m string) bool {
+	i := s.proto.info[m]
+	return i != nil && i.admittedBy == ""
 }
 
 // detectWithholding suspects a live member that says (in its hellos) it
@@ -508,11 +524,14 @@ func (s *Syncer) verifyJoin(joiner, donor string, sig []byte) bool {
 	return len(sig) > 0 && s.cfg.Auth.VerifyMessage(joiner, JoinSignedBytes(joiner, nameOf(donor)), sig) == nil
 }
 
-// silentAdmits counts the live members signer admitted that nobody has
-// heard from yet.
+// silentAdmits counts the members signer's admit announcements brought in
+// that were never heard from, whatever became of them since: an honest
+// joiner speaks within a heartbeat (and one whose admit was refused admits
+// itself with the admission its hellos carry), so only made-up joiners
+// count, for the signer's whole incarnation.
 func (s *Syncer) silentAdmits(signer string) int {
 	k := 0
-	for _, m := range s.liveList {
+	for _, m := range s.members {
 		if i := s.proto.info[m]; i != nil && i.admittedBy == signer && !i.spoke {
 			k++
 		}

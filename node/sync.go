@@ -39,8 +39,8 @@ import (
 // what a node answers is bounded whatever the request says: the clock asked
 // up to is clamped to what the node can hold (its own updates up to its
 // clock, others' up to the highest clock it accepts, History clocks above
-// the requester's entry), and the answers queued for one requester between
-// two calls of Ready hold at most MaxReplyBytes of updates (one update more
+// the requester's entry), and the answers queued for one requester within
+// one tick hold at most MaxReplyBytes of updates (one update more
 // when a single one is larger); requests past that budget are dropped and
 // counted (RejectSyncBudget), and the requester asks again later. Ready
 // splits what it sends a peer into envelopes within MaxEnvelopeBytes.
@@ -216,7 +216,7 @@ type SyncConfig struct {
 	// view. Default 4096.
 	History int
 	// MaxReplyBytes bounds the bytes of the updates (as encoded in an
-	// envelope) answered to one requester between two calls of Ready; the
+	// envelope) answered to one requester within one tick (Tick); the
 	// requester asks again for the rest. Default 1 MiB.
 	MaxReplyBytes int
 	// Fanout is how many laggards one SyncRequest asks; repeated calls
@@ -311,7 +311,7 @@ type Syncer struct {
 	goneSince uint64
 	behind    map[string]bool
 	// replied holds, per requester, the bytes of the answers queued for it
-	// since the last Ready; MaxReplyBytes means its budget is spent.
+	// since the last Tick; MaxReplyBytes means its budget is spent.
 	replied map[string]int
 }
 
@@ -609,10 +609,8 @@ func (s *Syncer) syncLimit(e SyncEntry, upto uint64) uint64 {
 
 // Ready returns what the driver must do: the envelopes and sync answers
 // queued since the last call (see Node.Ready), and the membership
-// protocol's messages, broadcasts and events. It starts a new round of
-// answer budgets.
+// protocol's messages, broadcasts and events.
 func (s *Syncer) Ready() Ready {
-	clear(s.replied)
 	rd := s.Node.Ready()
 	s.takeProtocolOutput(&rd)
 	return rd

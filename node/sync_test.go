@@ -532,6 +532,7 @@ func TestSyncAnswerBudgetPerRound(t *testing.T) {
 		if got := a.Stats().Rejected[RejectSyncBudget]; got != uint64(5*(round+1)) {
 			t.Fatalf("round %d: %d requests dropped for the budget, want %d", round, got, 5*(round+1))
 		}
+		a.Tick() // the budget is per tick
 	}
 }
 

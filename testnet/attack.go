@@ -64,7 +64,7 @@ import (
 const quietMember = "quiet"
 
 // AttackKinds lists the hostile peer's kinds.
-var AttackKinds = []string{"garbage", "oversized", "headers", "forged", "replay", "nan", "norm", "flood", "nopsk", "notallowed"}
+var AttackKinds = append([]string{"garbage", "oversized", "headers", "forged", "replay", "nan", "norm", "flood", "nopsk", "notallowed"}, membershipKinds...)
 
 // memberAttack reports whether kind's attacker is a member of the mesh.
 func memberAttack(kind string) bool { return kind != "" && kind != "nopsk" && kind != "notallowed" }
@@ -112,6 +112,15 @@ type AttackReport struct {
 	BaselinePeakHeapBytes uint64 `json:"baseline_peak_heap_bytes,omitempty"`
 	MemoryBoundBytes      uint64 `json:"memory_bound_bytes,omitempty"`
 	WithinMemoryBound     bool   `json:"within_memory_bound"`
+	// Stalled is true when some honest node did not reach its last clock
+	// (no node's clock moved for the testnet's stall timeout).
+	Stalled bool `json:"stalled"`
+	// ForgedMembers counts, over the honest nodes, members no rule lets
+	// the attacker add (it must be 0); MadeUpAdmitted the joiners it made
+	// up that honest nodes admitted (a member may admit, at most
+	// node.MaxSilentAdmits that never speak).
+	ForgedMembers  uint64 `json:"forged_members"`
+	MadeUpAdmitted uint64 `json:"made_up_admitted"`
 }
 
 // RunAttack runs the testnet twice with the same seed, first with the
@@ -325,6 +334,11 @@ type attacker struct {
 	sentClock map[string]uint64 // per victim: the last clock it sent it
 	seen      map[string]map[uint64]node.Update
 	keepalive map[string]node.Update // per victim: its last valid update
+	// Membership kinds: the made-up identities, the victims' hellos.
+	meshName     string
+	made         map[int]madeUp
+	hellos       map[string][][]byte
+	reincarnated atomic.Bool
 
 	stopped chan struct{}
 	wg      sync.WaitGroup
@@ -352,6 +366,7 @@ func startAttacker(ctx context.Context, cfg Config, victims []*member) (*attacke
 		log: cfg.Logger.With("attacker", cfg.Attack), rng: rand.New(rand.NewPCG(cfg.Seed, 0xa77ac)),
 		local: map[string]uint64{}, validSent: map[string]uint64{}, sentClock: map[string]uint64{},
 		seen: map[string]map[uint64]node.Update{}, keepalive: map[string]node.Update{},
+		meshName: cfg.meshName(), made: map[int]madeUp{}, hellos: map[string][][]byte{},
 		stopped: make(chan struct{}),
 	}
 	if a.member {
@@ -407,6 +422,7 @@ func (a *attacker) start(ctx context.Context) {
 		run(a.outsider)
 	default:
 		run(a.memberLoop)
+		run(a.heartbeat)
 		if a.kind == "flood" {
 			for _, v := range a.victims {
 				run(func(ctx context.Context) { a.flood(ctx, v) })
@@ -452,6 +468,10 @@ func (a *attacker) memberLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case in := <-a.host.Inbox():
+			if node.IsAnnouncement(in.Data) {
+				a.rememberHello(in.From, in.Data)
+				continue
+			}
 			ups, err := node.DecodeEnvelope(in.Data)
 			if err != nil {
 				continue
@@ -599,6 +619,8 @@ func (a *attacker) attackClock(ctx context.Context, to string, clock uint64) {
 		}
 	case "forged":
 		a.forge(to, clock)
+	case "admit-forge", "hello-forge", "stale-incarnation", "leave-forge", "sync-amplify":
+		a.membershipAttack(to, clock)
 	case "replay":
 		// Updates the victim holds for sure: its own of the two previous
 		// clocks, and every other origin's of the two clocks its gate
@@ -836,6 +858,7 @@ func (a *attacker) report(members []*member, iterations int) *AttackReport {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := &AttackReport{Kind: a.kind, Member: a.member, Tried: a.tried, Rejected: map[string]uint64{}}
+	r.ForgedMembers, r.MadeUpAdmitted = a.membersOutsideRules(members)
 	for k, v := range a.local {
 		r.Rejected[k] += v
 	}
@@ -859,6 +882,9 @@ func (a *attacker) report(members []*member, iterations int) *AttackReport {
 		}
 		if rb := m.core.Config().Robust; rb != nil {
 			r.Clipped += rb.Clipped()
+		}
+		if m.core.Clock() < uint64(iterations) {
+			r.Stalled = true
 		}
 		extra := st.UpdatesApplied - min(st.UpdatesApplied, honest)
 		valid := a.validSent[m.host.ID()]

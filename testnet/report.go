@@ -66,6 +66,9 @@ type Report struct {
 	// Interrupted is set when the run was stopped before its iterations
 	// were done; the report then holds what the nodes had reached.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Stalled is set when no node's clock moved for Config.StallTimeout and
+	// the run was ended without its iterations.
+	Stalled bool `json:"stalled,omitempty"`
 	// Attack is what a hostile peer did (Config.Attack), absent otherwise.
 	Attack *AttackReport `json:"attack,omitempty"`
 	// FinalView is node 0's parameter view at the end of the run, the model

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -81,6 +82,12 @@ type Config struct {
 	// against the mesh while it trains; it turns on Sign, a PSK and
 	// AllowList.
 	Attack string
+	// DeadAfter is the silence after which a node suspects a member (the
+	// core's failure detector, in ticks of 100 ms); default 5 s, as `run`.
+	DeadAfter time.Duration
+	// StallTimeout ends a run in which no node's clock has moved for this
+	// long (the report then says Stalled); default 60 s.
+	StallTimeout time.Duration
 }
 
 // Progress is one report from node 0 during a run.
@@ -190,6 +197,8 @@ type member struct {
 	shard  *dataset.Dataset
 	run    mesh.RunStats
 	runErr error
+	// clock is the core's clock, for the stall watchdog.
+	clock atomic.Uint64
 }
 
 // Run starts the testnet, trains to the end and returns its report. When
@@ -258,7 +267,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Shard:         m.shard.Rows,
 			Router:        router,
 			Factors:       cfg.Factors,
-		}, node.SyncConfig{})
+		}, node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()})
 		if err != nil {
 			return nil, err
 		}
@@ -290,10 +299,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stalled := watchStall(runCtx, cancel, members, cfg.stallTimeout())
 	att.start(runCtx)
 	var wg sync.WaitGroup
 	for i, m := range members {
-		opts := mesh.Options{AfterTrain: cfg.pace(i, observe), RelayWindow: cfg.RelayWindow}
+		pace := cfg.pace(i, observe)
+		opts := mesh.Options{RelayWindow: cfg.RelayWindow, AfterTrain: func(n *node.Node, took time.Duration) {
+			m.clock.Store(n.Clock())
+			pace(n, took)
+		}}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -338,9 +352,63 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}))
 	}
 	rep := buildReport(cfg, cdc, router, members, curve, wall)
+	rep.Stalled = stalled.Load()
 	rep.Attack = att.report(members, cfg.Iterations)
+	if rep.Attack != nil {
+		rep.Attack.Stalled = rep.Attack.Stalled || rep.Stalled
+	}
 	rep.FinalView = slices.Clone(members[0].core.View())
 	return rep, nil
+}
+
+func (c *Config) suspectTicks() int {
+	d := c.DeadAfter
+	if d <= 0 {
+		d = 5 * time.Second
+	}
+	return max(1, int(d/(100*time.Millisecond)))
+}
+
+func (c *Config) stallTimeout() time.Duration {
+	if c.StallTimeout <= 0 {
+		return time.Minute
+	}
+	return c.StallTimeout
+}
+
+// watchStall cancels the run when no node's clock has moved for timeout,
+// and reports it: a stalled mesh must end with a report, not hang.
+func watchStall(ctx context.Context, cancel context.CancelFunc, members []*member, timeout time.Duration) *atomic.Bool {
+	var stalled atomic.Bool
+	clocks := func() uint64 {
+		var sum uint64
+		for _, m := range members {
+			sum += m.clock.Load()
+		}
+		return sum
+	}
+	go func() {
+		tick := time.NewTicker(min(time.Second, timeout/4))
+		defer tick.Stop()
+		last, since := clocks(), time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if c := clocks(); c != last {
+				last, since = c, time.Now()
+				continue
+			}
+			if time.Since(since) >= timeout {
+				stalled.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
+	return &stalled
 }
 
 // pace returns node i's hook: it stretches the iteration to emulate compute
@@ -456,6 +524,16 @@ func connect(ctx context.Context, members []*member, r Router) error {
 	byID := make(map[string]*member, len(members))
 	for _, m := range members {
 		byID[m.host.ID()] = m
+	}
+	// Every host knows every member's address: hellos go to all members
+	// (there is no membership topic in a testnet), updates along the
+	// overlay, whose links are connected below.
+	for _, a := range members {
+		for _, b := range members {
+			if a != b {
+				a.host.Libp2p().Peerstore().AddAddrs(b.host.Libp2p().ID(), b.host.Libp2p().Addrs(), time.Hour)
+			}
+		}
 	}
 	for _, a := range members {
 		for _, id := range r.Linked(a.host.ID()) {
