@@ -44,7 +44,7 @@ type RunStats struct {
 // testnet), until n is done (all iterations run and every live member's
 // updates in), the context ends, or training fails. It runs the core's
 // whole protocol: ticks, hellos and failure detection, retransmission;
-// broadcasts go to every member directly, as there is no membership topic.
+// broadcasts travel the overlay, as there is no membership topic.
 // Arrivals are handled before each iteration so relays forward promptly.
 func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunStats, error) {
 	start := time.Now()
@@ -60,14 +60,30 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 		window = time.NewTimer(opts.RelayWindow)
 		defer window.Stop()
 	}
+	// Broadcasts (hellos, admits) travel the overlay as updates do, down
+	// the sender's broadcast tree: each node forwards the ones it accepted
+	// (a duplicate or a forgery goes no further), so a hello costs one
+	// message per member, not P per member, and links stay O(log P).
 	out := func(rd node.Ready) {
 		for _, m := range rd.Messages {
 			t.Send(m.To, m.Data)
 		}
 		for _, b := range rd.Broadcast {
-			for _, m := range n.Members() {
-				if m != n.ID() {
-					t.Send(m, b)
+			for _, hop := range n.Relays(n.ID()) {
+				t.Send(hop, b)
+			}
+		}
+	}
+	receive := func(m Inbound) {
+		before := n.Rejections()
+		n.Receive(m.From, m.Data)
+		if !node.IsAnnouncement(m.Data) || n.Rejections() != before {
+			return
+		}
+		if a, err := node.DecodeAnnouncement(m.Data); err == nil && (a.Kind == node.KindHello || a.Kind == node.KindAdmit) && a.Signer != n.ID() {
+			for _, hop := range n.Relays(a.Signer) {
+				if hop != m.From {
+					t.Send(hop, m.Data)
 				}
 			}
 		}
@@ -80,7 +96,7 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 			for {
 				select {
 				case m := <-inbox:
-					n.Receive(m.From, m.Data)
+					receive(m)
 				case <-window.C:
 					break collect
 				case <-ctx.Done():
@@ -95,7 +111,7 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 		for drained := false; !drained; {
 			select {
 			case m := <-inbox:
-				n.Receive(m.From, m.Data)
+				receive(m)
 			case <-tick.C:
 				n.Tick()
 			default:
@@ -123,7 +139,7 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 		waitStart := time.Now()
 		select {
 		case m := <-inbox:
-			n.Receive(m.From, m.Data)
+			receive(m)
 		case <-tick.C:
 			n.Tick()
 			blockedTicks++

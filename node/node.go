@@ -274,6 +274,8 @@ type Node struct {
 	// entryOf is each member's entry clock when it joined after clock 0:
 	// it has no updates at or below it.
 	entryOf map[string]uint64
+	// rejections counts every refusal (Rejections).
+	rejections uint64
 }
 
 // New validates cfg and returns a node at clock 0 with a zero view.
@@ -774,7 +776,26 @@ func (n *Node) observeStaleness() {
 	n.stats.Reads++
 }
 
-func (n *Node) reject(reason string) { n.stats.Rejected[reason]++ }
+func (n *Node) reject(reason string) {
+	n.stats.Rejected[reason]++
+	n.rejections++
+}
+
+// Rejections returns how many messages and updates the node has refused
+// so far, all reasons together (see Stats.Rejected).
+func (n *Node) Rejections() uint64 { return n.rejections }
+
+// Relays returns the members this node forwards origin's broadcasts to: the
+// next hops of origin's tree in the overlay, as for its updates.
+func (n *Node) Relays(origin string) []string {
+	var out []string
+	for _, hop := range n.router.Forward(origin, n.cfg.ID) {
+		if hop != n.cfg.ID && hop != origin && n.live[hop] {
+			out = append(out, hop)
+		}
+	}
+	return out
+}
 
 // HasReady reports whether messages are queued for Ready.
 func (n *Node) HasReady() bool { return len(n.outbox) > 0 }

@@ -69,7 +69,7 @@ func TestHostilePeers(t *testing.T) {
 		// amplified requests are still arriving when the run ends.
 		"admit-forge":       {[]string{node.RejectForgedAnnouncement, node.RejectAdmitLimit}, false},
 		"hello-forge":       {[]string{node.RejectNotAdmitted, node.RejectForgedAnnouncement}, true},
-		"stale-incarnation": {[]string{node.RejectStaleIncarnation, node.RejectStaleHello}, false},
+		"stale-incarnation": {[]string{node.RejectStaleIncarnation}, false},
 		"leave-forge":       {[]string{node.RejectForgedAnnouncement}, true},
 		"sync-amplify":      {[]string{node.RejectSyncBudget}, false},
 	}

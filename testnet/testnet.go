@@ -525,16 +525,7 @@ func connect(ctx context.Context, members []*member, r Router) error {
 	for _, m := range members {
 		byID[m.host.ID()] = m
 	}
-	// Every host knows every member's address: hellos go to all members
-	// (there is no membership topic in a testnet), updates along the
-	// overlay, whose links are connected below.
-	for _, a := range members {
-		for _, b := range members {
-			if a != b {
-				a.host.Libp2p().Peerstore().AddAddrs(b.host.Libp2p().ID(), b.host.Libp2p().Addrs(), time.Hour)
-			}
-		}
-	}
+
 	for _, a := range members {
 		for _, id := range r.Linked(a.host.ID()) {
 			b := byID[id]
