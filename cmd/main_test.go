@@ -174,12 +174,13 @@ func TestSimulateJSONAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"nodes", "iterations", "seed", "trace_hash", "wall_seconds", "simulated_seconds", "node_iterations_per_second",
-		"final_test_accuracy", "final_test_auc", "final_test_loss", "staleness_observed_max", "messages_per_node_per_iteration", "bytes_per_node_per_iteration"} {
+		"final_test_accuracy", "final_test_auc", "final_test_loss", "staleness_observed_max", "messages_per_node_per_iteration", "bytes_per_node_per_iteration", "view_digests_compared"} {
 		if _, ok := rep[f]; !ok {
 			t.Errorf("report lacks %q", f)
 		}
 	}
-	if inv := rep["invariants"].(map[string]any); inv["ok"] != true {
+	inv := rep["invariants"].(map[string]any)
+	if _, ok := inv["view_divergence"]; inv["ok"] != true || !ok {
 		t.Fatalf("invariants %v", inv)
 	}
 	_, again, _ := runMain(args...)

@@ -159,6 +159,9 @@ type runReport struct {
 	AppliedTwice     uint64            `json:"applied_twice"`
 	Rejected         map[string]uint64 `json:"rejected"`
 	BlockedSeconds   float64           `json:"blocked_seconds"`
+	// ViewDivergence counts members whose digest of a committed row
+	// differed from this node's (their replicas drifted apart).
+	ViewDivergence uint64 `json:"view_divergence"`
 	// BestTestLoss and BestClock describe the model --keep-best kept.
 	BestTestLoss     *float64 `json:"best_test_loss,omitempty"`
 	BestClock        *uint64  `json:"best_clock,omitempty"`
@@ -358,7 +361,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rep := runReport{
 		Member: res.Member, Peer: host.ID(), Clock: res.Clock, TestAccuracy: res.Accuracy, TestLoss: res.Loss,
 		Members: res.Members, Incarnations: res.Incarnations, Live: res.Live, Iterations: settings.Iterations, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
-		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected,
+		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected, ViewDivergence: res.ViewDivergence,
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
 		DirectPeers: res.DirectPeers, RelayedPeers: res.RelayedPeers, UnreachableLinks: res.UnreachableLinks,
 		LeaveAcknowledgedBy: res.LeaveAcknowledgedBy, MembersLiveAtLeave: res.MembersLiveAtLeave,

@@ -156,6 +156,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		inv := rep.Invariants
 		fmt.Fprintf(stdout, "invariants: applied twice %d, max read staleness %d, undelivered %d, stalled %v -> ok %v\n",
 			inv.AppliedTwice, inv.MaxReadStaleness, inv.UndeliveredAfterHeal, inv.Stalled, inv.OK)
+		fmt.Fprintf(stdout, "view digests: %d compared, %d differed (nonzero only where members disagreed on who was live when they committed a row)\n",
+			rep.ViewDigestsCompared, inv.ViewDivergence)
 		for _, a := range rep.Assertions {
 			fmt.Fprintf(stdout, "line %d: %s at iteration %d: %v (value %g)\n", a.Line, a.Step, a.Iteration, map[bool]string{true: "passed", false: "FAILED"}[a.Passed], a.Value)
 		}

@@ -122,9 +122,14 @@ func TestRunKeepsBestModel(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
+	last := out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]
 	var rep runReport
-	if err := json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &rep); err != nil {
+	if err := json.Unmarshal([]byte(last), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+	// A lone member compares no digests, and says so.
+	if !strings.Contains(last, `"view_divergence":0`) {
+		t.Errorf("the report lacks view_divergence 0: %s", last)
 	}
 	if rep.BestTestLoss == nil || rep.BestClock == nil || *rep.BestClock%5 != 0 || *rep.BestTestLoss > rep.TestLoss {
 		t.Fatalf("best %v at %v, final %v", rep.BestTestLoss, rep.BestClock, rep.TestLoss)

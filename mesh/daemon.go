@@ -136,6 +136,9 @@ type Result struct {
 	// Left is true when the run ended on a stop request rather than after
 	// its iterations.
 	Left bool
+	// ViewDivergence counts members' view digests that differed from this
+	// node's (node.SyncStats.ViewDivergence).
+	ViewDivergence uint64
 	// LeaveAcknowledgedBy are the members that acknowledged this node's
 	// leave notice; MembersLiveAtLeave counts those it was sent to.
 	LeaveAcknowledgedBy []string
@@ -570,6 +573,9 @@ func (a *Daemon) onEvent(e node.Event) {
 		a.log.Debug("leave acknowledged", "member", who)
 	case node.EventAddrs:
 		a.learnAddrs(e.Member, a.n.Addrs(e.Member))
+	case node.EventDiverged:
+		a.log.Warn("view diverged: a member's digest of a committed row differs from this node's; the replicas have drifted apart",
+			"member", who, "row", e.Clock, "divergences", a.n.SyncStats().ViewDivergence)
 	}
 }
 
@@ -921,7 +927,8 @@ func (a *Daemon) result(start time.Time, stopped bool) Result {
 		Trained:      !a.lastTrain.IsZero(),
 		FromSnapshot: fromSnap, Applied: applied, Held: held, AppliedTwice: twice,
 		Rejected: st.Rejected, Blocked: a.blocked, Wall: time.Since(start), Left: stopped,
-		DirectPeers: direct, RelayedPeers: relayed, UnreachableLinks: unreachable,
+		ViewDivergence: a.n.SyncStats().ViewDivergence,
+		DirectPeers:    direct, RelayedPeers: relayed, UnreachableLinks: unreachable,
 	}
 }
 

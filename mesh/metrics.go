@@ -38,6 +38,7 @@ type metricsSnapshot struct {
 	unreachable, reservations            float64
 	sendFailed, sendDropped              float64
 	oversized, truncated, throttled      float64
+	viewDivergence                       float64
 }
 
 var (
@@ -62,6 +63,7 @@ var (
 	descReservations = prometheus.NewDesc("sketchmesh_relay_reservations", "Relay reservations this node holds.", nil, nil)
 	descStreams      = prometheus.NewDesc("sketchmesh_streams_rejected_total", "Update messages refused before they were decoded, their stream reset, by reason: oversized (a length prefix above the message limit) or truncated (the stream ended inside the message).", []string{"reason"}, nil)
 	descThrottled    = prometheus.NewDesc("sketchmesh_messages_throttled_total", "Update messages held back by the per-peer rate limit (delayed, not lost).", nil, nil)
+	descDivergence   = prometheus.NewDesc("sketchmesh_view_divergence_total", "Members' view digests that differed from this node's of the same committed row (their replicas drifted apart; see the log's view diverged warnings).", nil, nil)
 	descBuild        = prometheus.NewDesc("sketchmesh_build_info", "Always 1; the labels name the running build.", []string{"version", "commit", "go_version"}, nil)
 )
 
@@ -82,7 +84,7 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClock, descStaleness, descBlocked, descPeers, descMembers, descBytes, descMessages,
 		descFrames, descRatio, descRejected, descSyncRequests, descTestLoss, descTestAcc, descTrainLoss, descAlone,
-		descConnections, descUnreachable, descReservations, descSendsLost, descStreams, descThrottled, descBuild} {
+		descConnections, descUnreachable, descReservations, descSendsLost, descStreams, descThrottled, descDivergence, descBuild} {
 		ch <- d
 	}
 }
@@ -131,6 +133,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(descStreams, s.oversized, "oversized")
 	counter(descStreams, s.truncated, "truncated")
 	counter(descThrottled, s.throttled)
+	counter(descDivergence, s.viewDivergence)
 	b := BuildInfo()
 	gauge(descBuild, 1, b.Version, b.Commit, b.GoVersion)
 	counter(descSyncRequests, s.syncRequests)
@@ -163,6 +166,7 @@ func (m *Metrics) observe(a *Daemon) {
 		aloneSince: a.alone().Seconds(),
 		sendFailed: float64(tr.SendFailures), sendDropped: float64(tr.SendDropped),
 		oversized: float64(tr.Oversized), truncated: float64(tr.Truncated), throttled: float64(tr.Throttled),
+		viewDivergence: float64(sy.ViewDivergence),
 	}
 	direct, relayed := a.cfg.Host.ConnPaths(a.livePeers())
 	_, _, unreachable := a.linkCounts(time.Now())

@@ -24,6 +24,7 @@ func TestMetricsExportedFromTheStart(t *testing.T) {
 		`sketchmesh_streams_rejected_total{reason="oversized"} 0`,
 		`sketchmesh_streams_rejected_total{reason="truncated"} 0`,
 		`sketchmesh_messages_throttled_total 0`,
+		`sketchmesh_view_divergence_total 0`,
 		`sketchmesh_build_info{commit="` + BuildInfo().Commit + `",go_version="` + BuildInfo().GoVersion + `",version="` + BuildInfo().Version + `"} 1`,
 	}
 	for _, r := range node.RejectReasons() {

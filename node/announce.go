@@ -50,7 +50,7 @@ import (
 //	 cert_sig bin, join_sig bin]
 //
 // It starts with the bytes 0x9e 0x03, which is how IsAnnouncement tells it
-// from an envelope (0x92 0x01) or a sync request (0x94 0x02). The signature
+// from an envelope (0x92 0x01), a sync request (0x96 0x02) or a gone notice (0x94 0x02). The signature
 // covers AnnouncementSignedBytes; an admit's covers only the kind, member,
 // entry and signer, which is what lets a hello carry it as a certificate.
 

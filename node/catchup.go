@@ -41,7 +41,12 @@ import (
 // EventRejoin is reported when the node must rejoin through Event.Member.
 const EventRejoin EventKind = 100
 
-const goneTag = "gone"
+const (
+	goneTag = "gone"
+	// goneFields is the gone notice's field count; its array header is
+	// 0x90|goneFields.
+	goneFields = 4
+)
 
 // RejectBadGone counts gone notices that do not parse or do not come from
 // the origin they speak of.
@@ -56,7 +61,7 @@ var ErrBadGone = errors.New("bad gone notice")
 //	[2, "gone", origin str, oldest uint]
 func EncodeGone(origin string, oldest uint64) []byte {
 	w := wire.NewWriter()
-	w.Array(4)
+	w.Array(goneFields)
 	w.Uint(syncKind)
 	w.String(goneTag)
 	w.String(origin)
@@ -73,7 +78,7 @@ func isGone(data []byte) bool {
 func DecodeGone(data []byte) (origin string, oldest uint64, err error) {
 	r := wire.NewReader(data)
 	fail := func(err error) (string, uint64, error) { return "", 0, fmt.Errorf("%w: %w", ErrBadGone, err) }
-	if err := r.Fields("gone notice", 4); err != nil {
+	if err := r.Fields("gone notice", goneFields); err != nil {
 		return fail(err)
 	}
 	kind, err := r.Uint("kind")

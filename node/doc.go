@@ -29,6 +29,10 @@
 // bulk-synchronous steps (staleness 0) every node holds the same set at every
 // gate and all views are bit-identical.
 //
+// Since committed rows are a function of the updates they hold, members
+// compare digests of them in anti-entropy and report replicas that have
+// drifted apart (see digest.go).
+//
 // # Clocks and staleness (SSP)
 //
 // A node's clock t counts its completed iterations; its update of iteration t

@@ -36,9 +36,11 @@ import (
 //     it every HeartbeatTicks to those that have not acknowledged it.
 //
 // What the protocol decides is reported in Ready.Events for the driver to
-// log and to act on (dial a member, drop a queue).
+// log and to act on (dial a member, drop a queue); so is a member whose view
+// digest differs from this node's (EventDiverged, see digest.go).
 
-// EventKind says what changed in the membership.
+// EventKind says what changed in the membership (or, for EventDiverged,
+// what anti-entropy found).
 type EventKind uint8
 
 // Membership events.
@@ -51,6 +53,10 @@ const (
 	EventSuperseded                      // a member was replaced by its peer's newer incarnation
 	EventLeaveAcked                      // a member acknowledged this node's leave
 	EventAddrs                           // a member announced other addresses
+	// EventDiverged: a member's view digest differs from this node's of
+	// the same row (Clock): their committed views have drifted apart (see
+	// digest.go).
+	EventDiverged
 )
 
 func (k EventKind) String() string {
@@ -71,6 +77,8 @@ func (k EventKind) String() string {
 		return "leave_acked"
 	case EventAddrs:
 		return "addrs"
+	case EventDiverged:
+		return "diverged"
 	case EventRejoin:
 		return "rejoin"
 	}
@@ -81,8 +89,8 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind   EventKind
 	Member string
-	// Clock is the entry (joined), the last update (left), or the member's
-	// last announced clock.
+	// Clock is the entry (joined), the last update (left), the row whose
+	// digests differ (diverged), or the member's last announced clock.
 	Clock uint64
 	// Silent is how many ticks the member had been silent (suspected, dead).
 	Silent uint64

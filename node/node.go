@@ -214,7 +214,8 @@ type Ready struct {
 	// Broadcast are membership announcements for every member (the
 	// daemon publishes them on the mesh's membership topic).
 	Broadcast [][]byte
-	// Events are the membership changes the protocol decided.
+	// Events are the membership changes the protocol decided, and the
+	// view divergences anti-entropy found.
 	Events []Event
 }
 
@@ -276,6 +277,11 @@ type Node struct {
 	entryOf map[string]uint64
 	// rejections counts every refusal (Rejections).
 	rejections uint64
+	// digests are the digests of the last digestKeep rows hashed, oldest
+	// first; rows are hashed every digestEvery clocks (see digest.go).
+	digests     []ViewDigest
+	digestEvery uint64
+	digestKeep  int
 }
 
 // New validates cfg and returns a node at clock 0 with a zero view.
@@ -329,17 +335,19 @@ func New(cfg Config) (*Node, error) {
 		router = NewFullMesh(members)
 	}
 	n := &Node{
-		cfg:       cfg,
-		members:   members,
-		live:      live,
-		liveList:  slices.Clone(members),
-		router:    router,
-		vc:        NewVectorClock(),
-		committed: make([]float64, cfg.Model.NumParams()),
-		pending:   map[uint64][]pendingUpdate{},
-		outbox:    map[string][]Update{},
-		sampler:   newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
-		stats:     Stats{Rejected: map[string]uint64{}},
+		cfg:         cfg,
+		members:     members,
+		live:        live,
+		liveList:    slices.Clone(members),
+		router:      router,
+		vc:          NewVectorClock(),
+		committed:   make([]float64, cfg.Model.NumParams()),
+		pending:     map[uint64][]pendingUpdate{},
+		outbox:      map[string][]Update{},
+		sampler:     newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
+		stats:       Stats{Rejected: map[string]uint64{}},
+		digestEvery: DigestEvery(cfg.Model.NumParams()),
+		digestKeep:  defaultDigestKeep,
 	}
 	if cfg.ErrorFeedback {
 		n.residual = make([]float64, cfg.Model.NumParams())
@@ -757,6 +765,7 @@ func (n *Node) commit() {
 		}
 		delete(n.pending, next)
 		n.committedClock = next
+		n.recordDigest(next)
 	}
 }
 

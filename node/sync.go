@@ -54,15 +54,21 @@ import (
 // A sync request is a msgpack array distinguished from an envelope by its
 // first element, 2 instead of the envelope version 1:
 //
-//	[2, "sync", upto uint, [[origin str, have uint], ...]]
+//	[2, "sync", upto uint, [[origin str, have uint], ...], digest_clock uint, digest uint]
 //
-// Each pair asks for origin's updates with clock in (have, upto]. It is
-// encoded canonically, so it always starts with the bytes 0x94 0x02, which
-// is how IsSyncMessage tells it from an envelope.
+// Each pair asks for origin's updates with clock in (have, upto]. The last
+// two fields are the requester's latest view digest (see digest.go): the
+// clock of the row it hashed last and the 64-bit digest, both 0 when it has
+// none. It is encoded canonically, so it always starts with the bytes
+// 0x96 0x02; a gone notice (catchup.go) starts with 0x94 0x02. That is how
+// IsSyncMessage tells both from an envelope.
 
 const (
 	syncKind = 2
 	syncTag  = "sync"
+	// syncFields is the sync request's field count; its array header is
+	// 0x90|syncFields.
+	syncFields = 6
 	// MaxSyncBytes bounds a sync request; a full vector clock of 4096
 	// members with 52-byte libp2p ids takes about 250 KB.
 	MaxSyncBytes = 4 << 20
@@ -88,6 +94,9 @@ type SyncMessage struct {
 	// Have lists, per origin asked about, the requester's contiguous
 	// high-water mark: it wants that origin's updates above it.
 	Have []SyncEntry
+	// Digest is the requester's latest view digest, which the answerer
+	// compares with its own of the same row; Clock 0 means none.
+	Digest ViewDigest
 }
 
 // SyncEntry is one origin's entry in a sync request.
@@ -96,10 +105,10 @@ type SyncEntry struct {
 	Clock  uint64
 }
 
-// IsSyncMessage reports whether data is a sync request rather than an update
-// envelope. It looks at the first two bytes only.
+// IsSyncMessage reports whether data is a sync request or a gone notice
+// rather than an update envelope. It looks at the first two bytes only.
 func IsSyncMessage(data []byte) bool {
-	return len(data) >= 2 && data[0] == 0x94 && data[1] == syncKind
+	return len(data) >= 2 && (data[0] == 0x90|syncFields || data[0] == 0x90|goneFields) && data[1] == syncKind
 }
 
 // EncodeSync writes a sync request.
@@ -107,7 +116,7 @@ func EncodeSync(m SyncMessage) []byte {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	// Writes to a bytes.Buffer cannot fail.
-	_ = enc.EncodeArrayLen(4)
+	_ = enc.EncodeArrayLen(syncFields)
 	_ = enc.EncodeUint(syncKind)
 	_ = enc.EncodeString(syncTag)
 	_ = enc.EncodeUint(m.Upto)
@@ -117,6 +126,8 @@ func EncodeSync(m SyncMessage) []byte {
 		_ = enc.EncodeString(e.Origin)
 		_ = enc.EncodeUint(e.Clock)
 	}
+	_ = enc.EncodeUint(m.Digest.Clock)
+	_ = enc.EncodeUint(m.Digest.Sum)
 	return buf.Bytes()
 }
 
@@ -142,8 +153,8 @@ func decodeSync(data []byte) (SyncMessage, error) {
 	if err != nil {
 		return SyncMessage{}, err
 	}
-	if n != 4 {
-		return SyncMessage{}, fmt.Errorf("sync request has %d fields, want 4", n)
+	if n != syncFields {
+		return SyncMessage{}, fmt.Errorf("sync request has %d fields, want %d", n, syncFields)
 	}
 	kind, err := dec.DecodeUint64()
 	if err != nil {
@@ -168,8 +179,8 @@ func decodeSync(data []byte) (SyncMessage, error) {
 		return SyncMessage{}, err
 	}
 	// Each entry takes at least 4 bytes (array header, origin header and one
-	// byte of origin, clock).
-	if count > r.Len()/4 {
+	// byte of origin, clock); the digest's two fields take at least 2 more.
+	if count > max(r.Len()-2, 0)/4 {
 		return SyncMessage{}, fmt.Errorf("%d entries cannot fit in %d bytes", count, r.Len())
 	}
 	m.Have = make([]SyncEntry, 0, count)
@@ -193,6 +204,12 @@ func decodeSync(data []byte) (SyncMessage, error) {
 			return SyncMessage{}, fmt.Errorf("entry %d: clock: %w", i, err)
 		}
 		m.Have = append(m.Have, SyncEntry{Origin: string(origin), Clock: c})
+	}
+	if m.Digest.Clock, err = dec.DecodeUint64(); err != nil {
+		return SyncMessage{}, fmt.Errorf("digest clock: %w", err)
+	}
+	if m.Digest.Sum, err = dec.DecodeUint64(); err != nil {
+		return SyncMessage{}, fmt.Errorf("digest: %w", err)
 	}
 	if r.Len() != 0 {
 		return SyncMessage{}, fmt.Errorf("%d trailing bytes", r.Len())
@@ -273,6 +290,14 @@ type SyncStats struct {
 	ResentBytes    uint64 // frame bytes of those updates
 	Retained       int    // frames held now
 	RetainedBytes  int
+	// DigestsCompared counts requesters' view digests this node compared
+	// with its own of the same row; ViewDivergence those that differed
+	// (see digest.go), the last of them from DivergedFrom at row
+	// DivergedAt.
+	DigestsCompared uint64
+	ViewDivergence  uint64
+	DivergedFrom    string
+	DivergedAt      uint64
 }
 
 // retained is one kept frame.
@@ -313,6 +338,11 @@ type Syncer struct {
 	// replied holds, per requester, the bytes of the answers queued for it
 	// since the last Tick; MaxReplyBytes means its budget is spent.
 	replied map[string]int
+	// digestOffered is the latest digest's clock and the anti-entropy
+	// requests it went out with; digestChecked the newest row compared,
+	// per requester, so that a digest repeated is compared once.
+	digestOffered, digestOffers uint64
+	digestChecked               map[string]uint64
 }
 
 // NewSyncer returns a node core for cfg with retransmission tuned by sc.
@@ -328,7 +358,11 @@ func NewSyncer(cfg Config, sc SyncConfig) (*Syncer, error) {
 	for i, m := range n.members {
 		index[m] = i
 	}
-	s := &Syncer{Node: n, sc: sc, logs: make([][]retained, len(n.members)), index: index, replied: map[string]int{}}
+	s := &Syncer{Node: n, sc: sc, logs: make([][]retained, len(n.members)), index: index, replied: map[string]int{},
+		digestChecked: map[string]uint64{}}
+	// Members' clocks differ by up to about a window, so a requester's
+	// latest digest is one the answerer still keeps.
+	n.digestKeep = 2 * sc.Window
 	s.initProtocol()
 	return s, nil
 }
@@ -562,6 +596,7 @@ func (s *Syncer) handleSync(from string, data []byte) {
 		return
 	}
 	s.syncStats.RequestsServed++
+	s.compareDigest(from, req.Digest)
 	defer func() { s.replied[from] = used }()
 	for _, e := range req.Have {
 		i, ok := s.index[e.Origin]
@@ -679,17 +714,22 @@ func (s *Syncer) otherThan(q string) string {
 // the node's whole vector clock and asking for the updates the node should
 // hold already (clocks up to its clock − s − 1, all of them once it has run
 // its iterations): gaps the gate does not wait for, such as the last updates
-// of a member that died. Only the origins it lacks something of are listed;
-// it returns nil when it lacks nothing (or has no other live member to ask).
+// of a member that died. Only the origins it lacks something of are listed.
+// The request also carries the node's latest view digest (see digest.go);
+// when the node lacks nothing, it goes out alone until it has been offered
+// to every other live member once. AntiEntropy returns nil when there is
+// nothing to ask or to offer (or no other live member to ask).
 func (s *Syncer) AntiEntropy() []Message {
+	live := s.Live()
+	if len(live) < 2 {
+		return nil
+	}
 	var upto uint64
 	switch {
 	case s.clock >= s.cfg.Iterations:
 		upto = s.cfg.Iterations
 	case s.clock > uint64(s.cfg.Staleness)+1:
 		upto = s.clock - uint64(s.cfg.Staleness) - 1
-	default:
-		return nil
 	}
 	var have []SyncEntry
 	for _, m := range s.members {
@@ -701,15 +741,39 @@ func (s *Syncer) AntiEntropy() []Message {
 			have = append(have, SyncEntry{Origin: m, Clock: s.vc.Get(m)})
 		}
 	}
-	live := s.Live()
-	if len(have) == 0 || len(live) < 2 {
+	digest := s.LatestDigest()
+	if digest.Clock != s.digestOffered {
+		s.digestOffered, s.digestOffers = digest.Clock, 0
+	}
+	if len(have) == 0 && (digest.Clock == 0 || s.digestOffers >= uint64(len(live)-1)) {
 		return nil
 	}
+	s.digestOffers++
 	// Walk the live members after this node's own place, one per request.
 	self, _ := slices.BinarySearch(live, s.cfg.ID)
 	peer := live[(self+1+s.peerCursor%(len(live)-1))%len(live)]
 	s.peerCursor++
-	return []Message{s.request(peer, SyncMessage{Upto: upto, Have: have})}
+	return []Message{s.request(peer, SyncMessage{Upto: upto, Have: have, Digest: digest})}
+}
+
+// compareDigest compares a requester's view digest with this node's own of
+// the same row, once per requester and row, and reports a difference.
+func (s *Syncer) compareDigest(from string, d ViewDigest) {
+	if d.Clock == 0 || d.Clock <= s.digestChecked[from] {
+		return
+	}
+	own, ok := s.DigestAt(d.Clock)
+	if !ok {
+		return
+	}
+	s.digestChecked[from] = d.Clock
+	s.syncStats.DigestsCompared++
+	if own == d.Sum {
+		return
+	}
+	s.syncStats.ViewDivergence++
+	s.syncStats.DivergedFrom, s.syncStats.DivergedAt = from, d.Clock
+	s.proto.events = append(s.proto.events, Event{Kind: EventDiverged, Member: from, Clock: d.Clock})
 }
 
 func (s *Syncer) request(to string, m SyncMessage) Message {

@@ -79,7 +79,8 @@ func settle(nodes []*Syncer, queue []flight) {
 }
 
 func TestSyncMessageRoundTrip(t *testing.T) {
-	in := SyncMessage{Upto: 1 << 40, Have: []SyncEntry{{"a", 0}, {"bb", 7}, {strings.Repeat("c", maxOriginBytes), 1 << 50}}}
+	in := SyncMessage{Upto: 1 << 40, Have: []SyncEntry{{"a", 0}, {"bb", 7}, {strings.Repeat("c", maxOriginBytes), 1 << 50}},
+		Digest: ViewDigest{Clock: 96, Sum: 0xfedcba9876543210}}
 	data := EncodeSync(in)
 	if !IsSyncMessage(data) {
 		t.Fatalf("encoded request % x not recognised", data[:4])
@@ -91,11 +92,11 @@ func TestSyncMessageRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Upto != in.Upto || !slices.Equal(out.Have, in.Have) {
+	if out.Upto != in.Upto || !slices.Equal(out.Have, in.Have) || out.Digest != in.Digest {
 		t.Fatalf("round trip: got %+v", out)
 	}
 	empty, err := DecodeSync(EncodeSync(SyncMessage{}))
-	if err != nil || empty.Upto != 0 || len(empty.Have) != 0 {
+	if err != nil || empty.Upto != 0 || len(empty.Have) != 0 || empty.Digest != (ViewDigest{}) {
 		t.Fatalf("empty request: %+v, %v", empty, err)
 	}
 	// The envelope decoder refuses a sync request (version 2), so a core
@@ -106,7 +107,7 @@ func TestSyncMessageRoundTrip(t *testing.T) {
 }
 
 func TestSyncHostileHeaders(t *testing.T) {
-	prefix := []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x05}
+	prefix := []byte{0x96, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x05}
 	cases := []struct {
 		name string
 		data []byte
@@ -115,15 +116,20 @@ func TestSyncHostileHeaders(t *testing.T) {
 		{"empty", nil, "sync request"},
 		{"array32 huge", []byte{0xdd, 0xff, 0xff, 0xff, 0xff}, "claims 4294967295 elements"},
 		{"wrong field count", []byte{0x93, 0x02, 0xa4, 's', 'y', 'n', 'c'}, "3 fields"},
-		{"envelope version", []byte{0x94, 0x01, 0xa4, 's', 'y', 'n', 'c', 0x00, 0x90}, "kind 1"},
-		{"wrong tag", []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'k', 0x00, 0x90}, "tag"},
-		{"long tag", []byte{0x94, 0x02, 0xa5, 's', 'y', 'n', 'c', 's', 0x00, 0x90}, "tag claims 5 bytes"},
-		{"upto not a number", []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0xa1, 'x', 0x90}, "upto"},
+		{"format without digest", []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x00, 0x90}, "4 fields, want 6"},
+		{"envelope version", []byte{0x96, 0x01, 0xa4, 's', 'y', 'n', 'c', 0x00, 0x90, 0x00, 0x00}, "kind 1"},
+		{"wrong tag", []byte{0x96, 0x02, 0xa4, 's', 'y', 'n', 'k', 0x00, 0x90, 0x00, 0x00}, "tag"},
+		{"long tag", []byte{0x96, 0x02, 0xa5, 's', 'y', 'n', 'c', 's', 0x00, 0x90, 0x00, 0x00}, "tag claims 5 bytes"},
+		{"upto not a number", []byte{0x96, 0x02, 0xa4, 's', 'y', 'n', 'c', 0xa1, 'x', 0x90, 0x00, 0x00}, "upto"},
 		{"entry list array32 huge", append(slices.Clone(prefix), 0xdd, 0xff, 0xff, 0xff, 0xff), "claims"},
 		{"more entries than bytes", append(append(slices.Clone(prefix), 0x9f), make([]byte, 16)...), "cannot fit"},
-		{"entry of three fields", append(slices.Clone(prefix), 0x91, 0x93, 0xa1, 'a', 0x01, 0x01), "3 fields"},
+		{"entry of three fields", append(slices.Clone(prefix), 0x91, 0x93, 0xa1, 'a', 0x01, 0x01, 0x00, 0x00), "3 fields"},
 		{"str32 huge origin", append(slices.Clone(prefix), 0x91, 0x92, 0xdb, 0xff, 0xff, 0xff, 0xff, 0x01), "origin claims 4294967295 bytes"},
-		{"empty origin", append(slices.Clone(prefix), 0x91, 0x92, 0xa0, 0x01, 0x00), "empty origin"},
+		{"empty origin", append(slices.Clone(prefix), 0x91, 0x92, 0xa0, 0x01, 0x00, 0x00, 0x00), "empty origin"},
+		{"digest missing", append(slices.Clone(prefix), 0x90), "digest clock"},
+		{"digest clock not a number", append(slices.Clone(prefix), 0x90, 0xa1, 'x', 0x00), "digest clock"},
+		{"digest half there", append(slices.Clone(prefix), 0x90, 0x07), "digest"},
+		{"digest not a number", append(slices.Clone(prefix), 0x90, 0x07, 0xa1, 0x78), "digest"},
 		{"trailing bytes", append(EncodeSync(SyncMessage{}), 0), "trailing"},
 		{"too large", append(slices.Clone(prefix), make([]byte, MaxSyncBytes)...), "limit"},
 	}
@@ -141,9 +147,9 @@ func TestSyncHostileHeaders(t *testing.T) {
 }
 
 func FuzzDecodeSync(f *testing.F) {
-	f.Add(EncodeSync(SyncMessage{Upto: 3, Have: []SyncEntry{{"node-01", 2}, {"node-02", 0}}}))
-	f.Add([]byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff})
-	f.Add([]byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x00, 0x91, 0x92, 0xdb, 0xff, 0xff, 0xff, 0xff})
+	f.Add(EncodeSync(SyncMessage{Upto: 3, Have: []SyncEntry{{"node-01", 2}, {"node-02", 0}}, Digest: ViewDigest{Clock: 2, Sum: 1 << 63}}))
+	f.Add([]byte{0x96, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x96, 0x02, 0xa4, 's', 'y', 'n', 'c', 0x00, 0x91, 0x92, 0xdb, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -164,7 +170,7 @@ func FuzzDecodeSync(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded request does not decode: %v", err)
 		}
-		if again.Upto != m.Upto || !slices.Equal(again.Have, m.Have) {
+		if again.Upto != m.Upto || !slices.Equal(again.Have, m.Have) || again.Digest != m.Digest {
 			t.Fatalf("re-encoding changed the request: %+v, then %+v", m, again)
 		}
 		if !IsSyncMessage(EncodeSync(m)) {
@@ -391,7 +397,7 @@ func TestPeerUpClosesGateAgain(t *testing.T) {
 func TestSyncRejectsBadRequests(t *testing.T) {
 	nodes, ids := newSyncers(t, 2, 0, 5, SyncConfig{})
 	a := nodes[0]
-	a.Receive(ids[1], []byte{0x94, 0x02, 0xff})
+	a.Receive(ids[1], []byte{0x96, 0x02, 0xff})
 	a.Receive("intruder", EncodeSync(SyncMessage{Upto: 1, Have: []SyncEntry{{ids[0], 0}}}))
 	st := a.Stats()
 	if st.Rejected[RejectBadSync] != 1 || st.Rejected[RejectNotMember] != 1 {
@@ -412,7 +418,7 @@ func TestNewSyncerRejectsSmallWindow(t *testing.T) {
 func TestSyncCorpusIsCanonical(t *testing.T) {
 	// The hand-written prefix IsSyncMessage relies on is what EncodeSync
 	// writes.
-	if got := EncodeSync(SyncMessage{}); !bytes.HasPrefix(got, []byte{0x94, 0x02, 0xa4, 's', 'y', 'n', 'c'}) {
+	if got := EncodeSync(SyncMessage{}); !bytes.HasPrefix(got, []byte{0x96, 0x02, 0xa4, 's', 'y', 'n', 'c'}) {
 		t.Fatalf("encoding starts % x", got)
 	}
 }
@@ -509,8 +515,8 @@ func TestSyncAnswerBudgetPerRound(t *testing.T) {
 	}
 	a.Ready()
 	req := EncodeSync(SyncMessage{Upto: ^uint64(0), Have: []SyncEntry{{Origin: ids[0], Clock: 0}}})
-	if len(req) != 20+len(ids[0]) {
-		t.Fatalf("the request takes %d bytes, want %d", len(req), 20+len(ids[0]))
+	if len(req) != 22+len(ids[0]) {
+		t.Fatalf("the request takes %d bytes, want %d", len(req), 22+len(ids[0]))
 	}
 	for round := range 2 {
 		for range 6 {

@@ -405,6 +405,11 @@ type sim struct {
 	// rejoins counts the new incarnations of nodes that fell behind the
 	// frame history.
 	rejoins int
+	// divergences are the view divergences the cores reported
+	// (node.EventDiverged); retiredCompared the digests compared by cores
+	// since replaced by a rejoin.
+	divergences     []Divergence
+	retiredCompared uint64
 
 	msgs, bytes, syncMsgs, syncBytes, dups uint64
 	// memberMsgs and memberBytes count the membership protocol's
@@ -896,6 +901,8 @@ func (s *sim) flush(n *simNode) {
 		case node.EventBack:
 			delete(n.declaredDead, e.Member)
 			s.trace.words(trDetect, uint64(s.now), uint64(n.idx), uint64(s.index[e.Member]), 0)
+		case node.EventDiverged:
+			s.divergences = append(s.divergences, Divergence{SimulatedSeconds: float64(s.now) / 1e9, Node: n.id, Member: e.Member, Row: e.Clock})
 		}
 		n.done = false
 	}
@@ -1036,6 +1043,7 @@ func (s *sim) rejoin(n *simNode) bool {
 	}
 	s.endStall(n)
 	n.incarnation++
+	s.retiredCompared += n.core.SyncStats().DigestsCompared
 	n.core, n.id = core, id
 	s.index[id] = int32(n.idx)
 	n.computing, n.done, n.flushArmed, n.declaredDead = false, false, false, nil
