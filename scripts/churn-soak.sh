@@ -29,15 +29,15 @@ iterations=${iterations:-$((500 * rounds + 1000))}
 RANDOM=$seed
 
 prog=churn-soak
-# shellcheck source=lib/mesh.sh
+# shellcheck source-path=SCRIPTDIR source=lib/mesh.sh
 source "$(dirname "$0")/lib/mesh.sh"
 mesh_setup
 
 declare -a pid starts addr port
-for i in $(seq 0 $((nodes - 1))); do port[$i]=$(free_port); done
+for i in $(seq 0 $((nodes - 1))); do port[i]=$(free_port); done
 start() { # start node $1 (its next incarnation)
   local i=$1 n=${starts[$1]:-0}
-  starts[$i]=$((n + 1))
+  starts[i]=$((n + 1))
   local args=(run --data a9a --shard "$((i + 1))/$nodes" --listen "/ip4/127.0.0.1/tcp/${port[$i]}"
     --key "node$i.key" --checkpoint-dir "ckpt$i" --iterations "$iterations" --min-iteration-time 10ms
     --dead-after 2s --heartbeat 200ms --json)
@@ -54,7 +54,7 @@ start() { # start node $1 (its next incarnation)
     done
   fi
   ./sketchmesh "${args[@]}" > "node$i.$n.json" 2>> "node$i.log" &
-  pid[$i]=$!
+  pid[i]=$!
 }
 address() { # wait for node $1 to print its address
   addr[$1]=$(wait_address "node$1.0.json" "${port[$1]}" 10) ||

@@ -40,20 +40,20 @@ if (( stops < 1 )); then echo "leave-soak: -n must be at least 1" >&2; exit 2; f
 RANDOM=$seed
 
 prog=leave-soak
-# shellcheck source=lib/mesh.sh
+# shellcheck source-path=SCRIPTDIR source=lib/mesh.sh
 source "$(dirname "$0")/lib/mesh.sh"
 mesh_setup
 
 names=(a b c)
 declare -a pid starts addr port
-for i in 0 1 2; do port[$i]=$(free_port); done
+for i in 0 1 2; do port[i]=$(free_port); done
 
 now() { echo "$EPOCHREALTIME"; }
 fail() { echo "leave-soak: $*" >&2; keep=1; exit 1; }
 
 start() { # start member $1 (0 founds the mesh), its next incarnation
   local i=$1 n=${starts[$1]:-0} name=${names[$1]}
-  starts[$i]=$((n + 1))
+  starts[i]=$((n + 1))
   # The tutorial's command, with rounds padded to -t, a progress line at
   # every pass of the loop (the stall is measured from them) and training
   # until stopped.
@@ -73,14 +73,14 @@ start() { # start member $1 (0 founds the mesh), its next incarnation
     done
   fi
   ./sketchmesh "${args[@]}" > "$name.$n.json" 2> "$name.$n.log" &
-  pid[$i]=$!
+  pid[i]=$!
 }
 
 # clock_in FILE [first|last]: the clock of the first or last progress line
 # of a member's log FILE (empty before the first).
 clock_in() {
   local pick=tail
-  [[ ${2:-last} == first ]] && pick=head
+  [[ ${2:-last} == first ]] && pick='head'
   { grep -o '"msg":"progress".*"clock":[0-9]*' "$1" 2>/dev/null || true; } | "$pick" -n 1 | grep -o '[0-9]*$' || true
 }
 
@@ -104,7 +104,7 @@ start 0
 addr[0]=$(wait_address a.0.json "${port[0]}" 30) || fail "the founder did not start; see $work/a.0.log"
 for i in 1 2; do start "$i"; done
 for i in 1 2; do
-  addr[$i]=$(wait_address "${names[$i]}.0.json" "${port[$i]}" 30) || fail "member ${names[$i]} did not start; see $work/${names[$i]}.0.log"
+  addr[i]=$(wait_address "${names[$i]}.0.json" "${port[$i]}" 30) || fail "member ${names[$i]} did not start; see $work/${names[$i]}.0.log"
 done
 for i in 0 1 2; do wait_training "$i" 60; done
 # The stall is measured from a second after the start on: the window
@@ -189,24 +189,28 @@ for log in glob.glob("*.log"):
             left_at[log] = t
         if msg != "progress":
             continue
-        clock = rec["clock"]
+        # blocked: the member's time at the staleness gate so far, in ns.
+        clock, blocked = rec["clock"], rec.get("blocked", 0) / 1e9
         if last is not None and clock > last[1]:
-            advances.append(t)
+            advances.append((t, blocked - last[2]))
             if t0 <= last[0] and t <= t_end:
                 per_iteration.append((t - last[0]) / (clock - last[1]))
         if last is None or clock > last[1]:
-            last = (t, clock)
+            last = (t, clock, blocked)
 
 round_s = statistics.median(per_iteration)
-points = sorted([t0] + [t for t in advances if t0 < t < t_end] + [t_end])
-gaps = [(b - a, a, b) for a, b in zip(points, points[1:])]
-stall, s_from, s_to = max(gaps)
+# A stall ends with some member's advance; what that member had waited at
+# the staleness gate for it tells a wait for another member from a node
+# that was busy or not running.
+points = sorted([(t0, 0)] + [p for p in advances if t0 < p[0] < t_end] + [(t_end, 0)])
+gaps = [(b - a, a, b, gate) for (a, _), (b, gate) in zip(points, points[1:])]
+stall, s_from, s_to, s_gate = max(gaps)
 
 def cycle(t):  # the stop after which t falls (0: before the first)
     return max([e["stop"] for e in events if e["t_stop"] <= t], default=0)
 
 worst = {}
-for g, a, b in gaps:
+for g, a, b, _ in gaps:
     c = cycle(b)
     worst[c] = max(worst.get(c, 0), g)
 
@@ -248,9 +252,11 @@ where = f"stop {cycle(s_to)}"
 if cycle(s_to):
     e = events[cycle(s_to) - 1]
     where += f" ({e['member']}), {s_from - e['t_stop']:+.2f} s to {s_to - e['t_stop']:+.2f} s after its SIGINT"
-print(f"longest stall: {stall * 1000:.0f} ms = {stall / round_s:.2f} rounds, after {where} "
+print(f"longest stall: {stall * 1000:.0f} ms = {stall / round_s:.2f} rounds, after {where}, "
+      f"{min(s_gate, stall) * 1000:.0f} ms of it at the staleness gate "
       f"(bound {bound:g} rounds = {bound * round_s * 1000:.0f} ms); worst between stops: "
       + " ".join(f"{worst.get(c, 0) / round_s:.2f}" for c in range(len(events) + 1)))
+print(f"stalls above the bound: {sum(1 for g in gaps if g[0] > bound * round_s)}")
 print(f"peers' log lines: member left {notices['member left']}, suspected {notices['member suspected']}, "
       f"declared dead {notices['member declared dead']}")
 print(json.dumps({
@@ -260,7 +266,9 @@ print(json.dumps({
     "left_after_s": {"median": round(statistics.median(leave_s), 3), "max": round(max(leave_s), 3)},
     "exit_after_s": {"median": round(statistics.median(exit_s), 3), "max": round(max(exit_s), 3)},
     "round_ms": round(round_s * 1000, 1), "longest_stall_ms": round(stall * 1000),
-    "longest_stall_rounds": round(stall / round_s, 2), "stall_bound_rounds": bound,
+    "longest_stall_rounds": round(stall / round_s, 2), "longest_stall_gate_ms": round(min(s_gate, stall) * 1000),
+    "stall_bound_rounds": bound,
+    "stalls_above_bound": sum(1 for g in gaps if g[0] > bound * round_s),
     "member_left_lines": notices["member left"], "suspected_lines": notices["member suspected"],
     "declared_dead_lines": notices["member declared dead"],
     "ok": not problems, "problems": problems}))

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell functions shared by the soak scripts that run separate
 # `sketchmesh run` processes on 127.0.0.1. Source it after setting
 # `prog` (the script's name, for messages) and `keep` (1: keep the work
@@ -12,13 +13,13 @@ mesh_setup() {
   work=$(mktemp -d)
   trap mesh_cleanup EXIT
   (cd "$repo" && go build -o "$work/sketchmesh" ./cmd/sketchmesh)
-  cd "$work"
+  cd "$work" || exit 1
 }
 
 mesh_cleanup() {
   local p
   for p in $(jobs -p); do kill -9 "$p" 2>/dev/null || true; done
-  if (( keep )); then echo "$prog: work directory $work" >&2; else rm -rf "$work"; fi
+  if (( ${keep:-0} )); then echo "${prog:-soak}: work directory $work" >&2; else rm -rf "$work"; fi
 }
 
 # free_port prints a TCP port of 127.0.0.1 that nothing listens on now.
