@@ -525,14 +525,18 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 // announcements to the topic, membership events into logs and the host.
 func (a *Daemon) handleReady() {
 	rd := a.n.Ready()
+	// Events first: a member gone has its queue dropped (Host.Forget)
+	// before this round's messages are queued, so the acknowledgement of
+	// its leave notice goes out; a member joined has its addresses known
+	// before anything is sent to it.
+	for _, e := range rd.Events {
+		a.onEvent(e)
+	}
 	for _, m := range rd.Messages {
 		a.send(m)
 	}
 	for _, b := range rd.Broadcast {
 		a.publish(b)
-	}
-	for _, e := range rd.Events {
-		a.onEvent(e)
 	}
 }
 

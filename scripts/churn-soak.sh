@@ -28,22 +28,17 @@ if (( nodes < 3 || nodes > 16 )); then echo "churn-soak: -n must be 3-16" >&2; e
 iterations=${iterations:-$((500 * rounds + 1000))}
 RANDOM=$seed
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d)
-cleanup() {
-  jobs -p | xargs -r kill -9 2>/dev/null || true
-  if (( keep )); then echo "churn-soak: work directory $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-(cd "$repo" && go build -o "$work/sketchmesh" ./cmd/sketchmesh)
-cd "$work"
+prog=churn-soak
+# shellcheck source-path=SCRIPTDIR source=lib/mesh.sh
+source "$(dirname "$0")/lib/mesh.sh"
+mesh_setup
 
-base=$((20000 + RANDOM % 20000))
-declare -a pid starts addr
+declare -a pid starts addr port
+for i in $(seq 0 $((nodes - 1))); do port[i]=$(free_port); done
 start() { # start node $1 (its next incarnation)
   local i=$1 n=${starts[$1]:-0}
-  starts[$i]=$((n + 1))
-  local args=(run --data a9a --shard "$((i + 1))/$nodes" --listen "/ip4/127.0.0.1/tcp/$((base + i))"
+  starts[i]=$((n + 1))
+  local args=(run --data a9a --shard "$((i + 1))/$nodes" --listen "/ip4/127.0.0.1/tcp/${port[$i]}"
     --key "node$i.key" --checkpoint-dir "ckpt$i" --iterations "$iterations" --min-iteration-time 10ms
     --dead-after 2s --heartbeat 200ms --json)
   if (( n == 0 && i == 0 )); then
@@ -59,17 +54,11 @@ start() { # start node $1 (its next incarnation)
     done
   fi
   ./sketchmesh "${args[@]}" > "node$i.$n.json" 2>> "node$i.log" &
-  pid[$i]=$!
+  pid[i]=$!
 }
 address() { # wait for node $1 to print its address
-  local i=$1 a=""
-  for _ in $(seq 100); do
-    a=$(grep -ho "/ip4/127.0.0.1/tcp/$((base + i))/p2p/[A-Za-z0-9]*" "node$i.0.json" 2>/dev/null | head -1) || true
-    [[ -n $a ]] && break
-    sleep 0.1
-  done
-  [[ -n $a ]] || { echo "churn-soak: node $i did not start; see node$i.log" >&2; keep=1; exit 1; }
-  addr[$i]=$a
+  addr[$1]=$(wait_address "node$1.0.json" "${port[$1]}" 10) ||
+    { echo "churn-soak: node $1 did not start; see node$1.log" >&2; keep=1; exit 1; }
 }
 
 start 0
