@@ -59,8 +59,13 @@ type SimReport struct {
 	// every message put on a link, sync requests and answers included.
 	MessagesPerNodePerIteration float64 `json:"messages_per_node_per_iteration"`
 	BytesPerNodePerIteration    float64 `json:"bytes_per_node_per_iteration"`
-	MessagesTotal               uint64  `json:"messages_total"`
-	BytesTotal                  uint64  `json:"bytes_total"`
+	// MembershipMessages and MembershipBytes count the membership
+	// protocol's messages (hellos, admits, leave notices and their
+	// acknowledgements), which the two figures above leave out.
+	MembershipMessages uint64 `json:"membership_messages"`
+	MembershipBytes    uint64 `json:"membership_bytes"`
+	MessagesTotal      uint64 `json:"messages_total"`
+	BytesTotal         uint64 `json:"bytes_total"`
 	// SyncRequests and SyncRequestBytes are the requests alone; resent
 	// updates travel in ordinary envelopes and are counted in UpdatesResent.
 	SyncRequests uint64 `json:"sync_requests"`
@@ -206,6 +211,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 	}
 	if s.nodeIters > 0 {
 		r.MessagesPerNodePerIteration = float64(s.msgs) / float64(s.nodeIters)
+		r.MembershipMessages, r.MembershipBytes = s.memberMsgs, s.memberBytes
 		r.BytesPerNodePerIteration = float64(s.bytes) / float64(s.nodeIters)
 	}
 	var lossSum, accSum, aucSum, blocked float64
