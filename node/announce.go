@@ -168,14 +168,7 @@ func EncodeAnnouncement(a Announcement) []byte {
 	w.Array(announceFields)
 	w.Uint(announceKind)
 	w.String(announceTag)
-	w.Uint(uint64(a.Kind))
-	w.String(a.Member)
-	w.Uint(a.Entry)
-	w.Uint(a.Clock)
-	w.Uint(a.Seq)
-	w.Uint(a.Round)
-	w.Strings(a.Addrs)
-	w.String(a.Signer)
+	writeSigned(w, a)
 	w.Bin(a.Sig)
 	w.String(a.CertSigner)
 	w.Bin(a.CertSig)
@@ -365,6 +358,13 @@ func AnnouncementSignedBytes(a Announcement) []byte {
 		return w.Bytes()
 	}
 	w.Array(8)
+	writeSigned(w, a)
+	return w.Bytes()
+}
+
+// writeSigned writes the fields a signature covers, in wire order: kind,
+// member, entry, clock, seq, round, addrs, signer.
+func writeSigned(w *wire.Writer, a Announcement) {
 	w.Uint(uint64(a.Kind))
 	w.String(a.Member)
 	w.Uint(a.Entry)
@@ -373,7 +373,6 @@ func AnnouncementSignedBytes(a Announcement) []byte {
 	w.Uint(a.Round)
 	w.Strings(a.Addrs)
 	w.String(a.Signer)
-	return w.Bytes()
 }
 
 // Admission is a joiner's certificate: the admitting member's signature
