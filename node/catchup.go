@@ -105,23 +105,26 @@ func DecodeGone(data []byte) (origin string, oldest uint64, err error) {
 }
 
 // answerGone tells from, which asked for this node's own updates above
-// have, that those below the oldest kept are gone.
-func (s *Syncer) answerGone(from string, have uint64) {
+// have, that those below the oldest kept are gone, and reports whether it
+// did: the updates above them are then not sent (whoever lacks the gone
+// ones will rejoin, or make this node rejoin, and must not hold them).
+func (s *Syncer) answerGone(from string, have uint64) bool {
 	if have >= s.clock {
-		return
+		return false
 	}
 	oldest := s.clock + 1
 	if log := s.logs[s.index[s.cfg.ID]]; len(log) > 0 {
 		oldest = log[0].clock
 	}
 	if oldest <= have+1 {
-		return
+		return false
 	}
 	if s.behind == nil {
 		s.behind = map[string]bool{}
 	}
 	s.behind[from] = true
 	s.proto.direct = append(s.proto.direct, Message{To: from, Data: EncodeGone(s.cfg.ID, oldest)})
+	return true
 }
 
 // handleGone records that origin's updates below oldest are gone, and

@@ -570,6 +570,25 @@ func (s *Syncer) admit(member string, entry uint64, by string) {
 	s.supersede(member)
 	s.proto.events = append(s.proto.events, Event{Kind: EventJoined, Member: member, Clock: entry, By: by})
 	s.proto.membershipChanged = true
+	if by != s.cfg.ID && s.proto.rejoin == "" {
+		s.sendOwnSince(member, entry)
+	}
+}
+
+// sendOwnSince sends a member that just joined this node's own updates
+// above its entry: those made before this node knew of it went to the
+// others only, and the joiner's gate needs them (its donor's snapshot
+// carries only what the donor held). The donor's own are in the snapshot.
+func (s *Syncer) sendOwnSince(member string, entry uint64) {
+	i, ok := s.index[s.cfg.ID]
+	if !ok {
+		return
+	}
+	for _, r := range s.logs[i] {
+		if r.clock > entry {
+			s.outbox[member] = append(s.outbox[member], Update{Origin: s.cfg.ID, Clock: r.clock, Frame: r.frame, Sig: r.sig})
+		}
+	}
 }
 
 // supersede declares dead every older incarnation of member's peer.

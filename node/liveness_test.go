@@ -541,3 +541,38 @@ func TestMemberThatOnlySaysHelloIsSuspected(t *testing.T) {
 		t.Errorf("%d suspicions of withholding, want one at a and one at b", withholding)
 	}
 }
+
+// A member that learns of a joiner sends it its own updates above the
+// joiner's entry: those it made before it knew of the joiner went to the
+// others only, and the joiner's gate needs them.
+func TestMemberSendsJoinerItsUpdatesAboveEntry(t *testing.T) {
+	ids := []string{"a/1", "c/1"}
+	n := newPnet(t, ids, 30)
+	for range 3 {
+		n.round()
+	}
+	c := n.nodes["c/1"]
+	c.Ready()
+	entry := c.Clock() - 2
+	admit := n.sign(Announcement{Kind: KindAdmit, Member: "j/1", Entry: entry, JoinSig: n.joinSig("j/1", "a/1")}, "a/1")
+	c.Receive("a/1", admit)
+	var sent []uint64
+	for _, m := range c.Ready().Messages {
+		if m.To != "j/1" {
+			continue
+		}
+		ups, err := DecodeEnvelope(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range ups {
+			if u.Origin != "c/1" {
+				t.Errorf("c sent the joiner %s's update %d", u.Origin, u.Clock)
+			}
+			sent = append(sent, u.Clock)
+		}
+	}
+	if want := []uint64{entry + 1, entry + 2}; !slices.Equal(sent, want) {
+		t.Fatalf("c sent the joiner its updates %v, want %v", sent, want)
+	}
+}

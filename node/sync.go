@@ -581,6 +581,11 @@ func (s *Syncer) retain(origin string, clock uint64, frame, sig []byte) {
 // at most the clamped Upto (syncLimit), oldest first, within what is left of
 // the requester's budget for this round (see Ready).
 func (s *Syncer) handleSync(from string, data []byte) {
+	if s.proto.rejoin != "" {
+		// Its state is about to be dropped: what it holds must not
+		// spread.
+		return
+	}
 	req, err := DecodeSync(data)
 	if err != nil {
 		s.reject(RejectBadSync)
@@ -603,12 +608,19 @@ func (s *Syncer) handleSync(from string, data []byte) {
 		if !ok {
 			continue
 		}
-		if e.Origin == s.cfg.ID {
-			s.answerGone(from, e.Clock)
+		if e.Origin == s.cfg.ID && s.answerGone(from, e.Clock) {
+			continue
 		}
 		limit := s.syncLimit(e, req.Upto)
 		log := s.logs[i]
 		j, _ := slices.BinarySearchFunc(log, e.Clock+1, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
+		// Only what continues the requester's entry: updates above a gap
+		// this node cannot fill either may be gone for good (a split that
+		// outlasted the history), and one that holds them would hold what
+		// the others never will.
+		if j < len(log) && log[j].clock != e.Clock+1 {
+			continue
+		}
 		for ; j < len(log) && log[j].clock <= limit; j++ {
 			u := Update{Origin: e.Origin, Clock: log[j].clock, Frame: log[j].frame, Sig: log[j].sig}
 			size := updateWireBytes(u)
