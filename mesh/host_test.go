@@ -196,15 +196,7 @@ func TestWriteTimesOutOnAPeerThatDoesNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b := newTestHost(t)
-	release := make(chan struct{})
-	defer close(release)
-	var handled atomic.Int32
-	b.Libp2p().SetStreamHandler(UpdateProtocol, func(s network.Stream) {
-		handled.Add(1)
-		<-release // never reads
-		_ = s.Reset()
-	})
+	b, handled := nonReadingPeer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := a.Connect(ctx, peer.AddrInfo{ID: b.Libp2p().ID(), Addrs: b.Libp2p().Addrs()}); err != nil {
@@ -233,15 +225,7 @@ func TestCloseReturnsWhileAPeerDoesNotRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newTestHost(t)
-	release := make(chan struct{})
-	defer close(release)
-	var handled atomic.Int32
-	b.Libp2p().SetStreamHandler(UpdateProtocol, func(s network.Stream) {
-		handled.Add(1)
-		<-release // never reads
-		_ = s.Reset()
-	})
+	b, handled := nonReadingPeer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := a.Connect(ctx, peer.AddrInfo{ID: b.Libp2p().ID(), Addrs: b.Libp2p().Addrs()}); err != nil {
@@ -377,4 +361,20 @@ func TestLinkRecordsOfDepartedNonMembersDropped(t *testing.T) {
 	if _, ok := a.Links()[member.Libp2p().ID()]; !ok {
 		t.Fatal("the member's link record was dropped while the host still sends to it")
 	}
+}
+
+// nonReadingPeer starts a host whose update streams are accepted and never
+// read, and counts them; the handlers are released when the test ends.
+func nonReadingPeer(t *testing.T) (*Host, *atomic.Int32) {
+	t.Helper()
+	b := newTestHost(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var handled atomic.Int32
+	b.Libp2p().SetStreamHandler(UpdateProtocol, func(s network.Stream) {
+		handled.Add(1)
+		<-release // never reads
+		_ = s.Reset()
+	})
+	return b, &handled
 }
