@@ -188,6 +188,20 @@ func (p *proc) wait(t *testing.T) runReport {
 	return r
 }
 
+// e2eSetup skips an end-to-end test in -short mode, and otherwise builds
+// the binary and gives the test a directory of its own.
+func e2eSetup(t *testing.T) (bin, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end run of separate processes")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, t.TempDir()
+}
+
 func keyArgs(dir, name string) []string {
 	return []string{"--key", filepath.Join(dir, name+".key"), "--checkpoint-dir", filepath.Join(dir, name)}
 }
@@ -197,14 +211,7 @@ func keyArgs(dir, name string) []string {
 // and restarts from its checkpoint; every live node ends within one
 // accuracy point of a fault-free run of four, and nothing is applied twice.
 func TestRunChurnEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end run of separate processes")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
+	bin, dir := e2eSetup(t)
 
 	// The fault-free reference: four nodes that start together.
 	a := startNode(t, bin, "ref-a", append(keyArgs(dir, "ref-a"), "--shard", "1/4", "--wait-members", "4")...)

@@ -43,14 +43,7 @@ func TestRunOutcome(t *testing.T) {
 // the staleness gate, not the padding; a node stopped while it waits for
 // members reports that it never trained.
 func TestRunSummaryBlockedAndStopped(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end run of separate processes")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
+	bin, dir := e2eSetup(t)
 	a := startNode(t, bin, "a", append(keyArgs(dir, "a"), "--wait-members", "2", "--iterations", "60")...)
 	b := startNode(t, bin, "b", append(keyArgs(dir, "b"), "--join", a.addr, "--iterations", "60")...)
 	for _, p := range []*proc{a, b} {
@@ -147,14 +140,7 @@ func TestRunKeepsBestModel(t *testing.T) {
 // A joiner admitted while the founder waits for --wait-members waits with
 // it: nobody trains before the third member is in.
 func TestWaitMembersHoldsTheMesh(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end run of separate processes")
-	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
+	bin, dir := e2eSetup(t)
 	a := startNode(t, bin, "a", append(keyArgs(dir, "a"), "--wait-members", "3", "--iterations", "30")...)
 	b := startNode(t, bin, "b", append(keyArgs(dir, "b"), "--join", a.addr, "--iterations", "30")...)
 	// Several heartbeats and what would be dozens of padded iterations.
