@@ -466,7 +466,7 @@ func TestCheckpointWhileJoinerEntryAboveRows(t *testing.T) {
 		LearningRate: 0.5, Staleness: 1, Codec: "raw", Factors: node.FactorsOff, Iterations: 100}
 	ids := []string{testPeer(t, 1).String() + "/0", testPeer(t, 2).String() + "/0"}
 	shard := []dataset.Row{{Label: 1, Keys: []uint64{0, 2}, Values: []float32{1, 0.5}}, {Label: 0, Keys: []uint64{1, 3}, Values: []float32{1, 2}}}
-	newNode := func(id string, start *node.Snapshot) *node.Syncer {
+	newNode := func(id string, start *node.Snapshot) *node.Node {
 		t.Helper()
 		mdl, opt, cdc, err := settings.Build()
 		if err != nil {
@@ -477,7 +477,7 @@ func TestCheckpointWhileJoinerEntryAboveRows(t *testing.T) {
 		if start != nil {
 			cfg.Members = nil
 		}
-		n, err := node.NewSyncer(cfg, node.SyncConfig{})
+		n, err := node.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -485,7 +485,7 @@ func TestCheckpointWhileJoinerEntryAboveRows(t *testing.T) {
 	}
 	a, b := newNode(ids[0], nil), newNode(ids[1], nil)
 	for range 3 {
-		for _, n := range []*node.Syncer{a, b} {
+		for _, n := range []*node.Node{a, b} {
 			if err := n.Train(); err != nil {
 				t.Fatal(err)
 			}
@@ -498,9 +498,9 @@ func TestCheckpointWhileJoinerEntryAboveRows(t *testing.T) {
 		}
 	}
 	joiner := testPeer(t, 3).String() + "/1"
-	entry := a.Node.Snapshot().Clock + 1 // admitted by a donor one row ahead
+	entry := a.Rows().Clock + 1 // admitted by a donor one row ahead
 	a.AddMember(joiner, entry)
-	rows := a.Node.Snapshot() // what the run command checkpoints
+	rows := a.Rows() // what the run command checkpoints
 	i := slices.IndexFunc(rows.Members, func(m node.MemberEntry) bool { return m.ID == joiner })
 	if i < 0 || rows.Members[i].Entry != entry || rows.Members[i].High != entry || rows.Clock != entry-1 {
 		t.Fatalf("rows at clock %d list the joiner as %+v, want entry and high %d", rows.Clock, rows.Members, entry)

@@ -320,7 +320,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// A member that fell behind the frame history rejoins as a new
 	// incarnation: the daemon runs the join, this builds the new core.
-	daemonCfg.Rejoin = func(member string, reply *mesh.JoinReply) (*node.Syncer, error) {
+	daemonCfg.Rejoin = func(member string, reply *mesh.JoinReply) (*node.Node, error) {
 		auth, err := mesh.NewKeyAuthenticator(f.mesh, member, key)
 		if err != nil {
 			return nil, err
@@ -329,7 +329,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	models := modelSaver{path: f.saveModel, settings: settings, mesh: f.mesh, data: []string{train.Name, test.Name}}
 	if f.checkpointDir != "" || f.saveModel != "" {
-		daemonCfg.Checkpoint = func(n *node.Syncer) error {
+		daemonCfg.Checkpoint = func(n *node.Node) error {
 			if f.checkpointDir != "" {
 				if err := saveCheckpoint(f.checkpointDir, f.mesh, settings, n); err != nil {
 					return err
@@ -407,7 +407,7 @@ type keptBest struct {
 }
 
 // observe runs on the daemon's loop after each evaluation.
-func (b *keptBest) observe(n *node.Syncer, loss float64) {
+func (b *keptBest) observe(n *node.Node, loss float64) {
 	if b.saved && !(loss < b.loss) || math.IsNaN(loss) {
 		return
 	}
@@ -652,7 +652,7 @@ func joinAny(ctx context.Context, h *mesh.Host, addrs []ma.Multiaddr, q mesh.Joi
 // newCore builds the node core: fresh for a founder, from the mesh's
 // snapshot for a joiner, from the checkpoint's rows for a founder that
 // resumes; a resuming node keeps its optimizer state.
-func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset, reply *mesh.JoinReply, saved *checkpoint.State, auth node.Authenticator) (*node.Syncer, error) {
+func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset, reply *mesh.JoinReply, saved *checkpoint.State, auth node.Authenticator) (*node.Node, error) {
 	mdl, opt, cdc, err := s.Build()
 	if err != nil {
 		return nil, fmt.Errorf("mesh settings: %w", err)
@@ -693,7 +693,8 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 			return nil, fmt.Errorf("checkpoint optimizer state: %w", err)
 		}
 	}
-	n, err := node.NewSyncer(cfg, node.SyncConfig{History: f.history})
+	cfg.Sync = node.SyncConfig{History: f.history}
+	n, err := node.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -705,8 +706,8 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 
 // saveCheckpoint writes the node's committed rows, clock and optimizer
 // state.
-func saveCheckpoint(dir, meshName string, s node.Settings, n *node.Syncer) error {
-	rows := n.Node.Snapshot()
+func saveCheckpoint(dir, meshName string, s node.Settings, n *node.Node) error {
+	rows := n.Rows()
 	return checkpoint.Save(dir, &checkpoint.State{
 		Mesh: meshName, Member: n.ID(), Settings: s, Clock: n.Clock(), Rows: &rows,
 		Optimizer: n.Config().Optimizer.State(),
@@ -723,7 +724,7 @@ type modelSaver struct {
 	clock    uint64
 }
 
-func (m *modelSaver) save(n *node.Syncer) error {
+func (m *modelSaver) save(n *node.Node) error {
 	if m.path == "" {
 		return nil
 	}
@@ -736,7 +737,7 @@ func (m *modelSaver) save(n *node.Syncer) error {
 }
 
 // final saves the model of a finished run unless its last save holds it.
-func (m *modelSaver) final(n *node.Syncer) error {
+func (m *modelSaver) final(n *node.Node) error {
 	if m.path == "" || m.saved && m.clock == n.Clock() {
 		return nil
 	}

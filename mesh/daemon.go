@@ -29,7 +29,7 @@ type DaemonConfig struct {
 	Host *Host
 	// Node is the core, started fresh (a founder) or from a snapshot (a
 	// joiner). The daemon owns it from Run on.
-	Node     *node.Syncer
+	Node     *node.Node
 	Settings node.Settings
 	// Peers are the members known at start besides this one, with their
 	// addresses (from the join reply).
@@ -40,7 +40,7 @@ type DaemonConfig struct {
 	MinMembers int
 	// Topology is "halton" (relay along the Halton overlay) or "full".
 	Topology string
-	// Tick is the length of the core's tick (node.Syncer.Tick): every
+	// Tick is the length of the core's tick (node.Node.Tick): every
 	// membership timeout is counted in ticks. Default 100 ms.
 	Tick time.Duration
 	// Heartbeat is how often the node announces itself. Default 500 ms.
@@ -61,13 +61,13 @@ type DaemonConfig struct {
 	// CheckpointEvery calls Checkpoint every so many iterations (0: only
 	// at exit). Checkpoint runs on the loop, between events.
 	CheckpointEvery uint64
-	Checkpoint      func(n *node.Syncer) error
+	Checkpoint      func(n *node.Node) error
 	// Test rows are evaluated every EvalEvery iterations and at the end;
 	// Evaluated, when set, is called on the loop after each evaluation
 	// with its test loss (to keep the best model, say).
 	Test      []dataset.Row
 	EvalEvery uint64
-	Evaluated func(n *node.Syncer, testLoss float64)
+	Evaluated func(n *node.Node, testLoss float64)
 	// Progress is how often a progress line is logged. Default 5 s.
 	Progress time.Duration
 	// MinIteration pads iterations to at least this wall time, for demos
@@ -77,7 +77,7 @@ type DaemonConfig struct {
 	// reply, when this node fell behind the frame history and must catch
 	// up by snapshot (node/catchup.go); the daemon runs the join. nil: the
 	// run ends with an error instead.
-	Rejoin func(member string, reply *JoinReply) (*node.Syncer, error)
+	Rejoin func(member string, reply *JoinReply) (*node.Node, error)
 	// Metrics, when set, is kept up to date.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -160,7 +160,7 @@ type Result struct {
 // hand it work through channels.
 type Daemon struct {
 	cfg   DaemonConfig
-	n     *node.Syncer
+	n     *node.Node
 	log   *slog.Logger
 	self  string
 	ps    *pubsub.PubSub
@@ -770,7 +770,7 @@ func (a *Daemon) alone() time.Duration {
 
 // admit answers a join request on the loop: refuse another mesh or
 // conflicting settings; otherwise the core admits the joiner (see
-// node.Syncer.Admit) and the reply carries its snapshot and admission.
+// node.Node.Admit) and the reply carries its snapshot and admission.
 func (a *Daemon) admit(q JoinRequest) []byte {
 	if q.Mesh != a.cfg.Mesh {
 		return encodeJoinReply(nil, fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))

@@ -21,8 +21,8 @@ func TestDaemonLogsViewDivergence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.NewSyncer(node.Config{ID: "a", Members: []string{"a", "b"}, Model: mdl, Optimizer: opt, Codec: cdc,
-		BatchSize: 10, Shard: train.Rows[:10]}, node.SyncConfig{})
+	n, err := node.New(node.Config{ID: "a", Members: []string{"a", "b"}, Model: mdl, Optimizer: opt, Codec: cdc,
+		BatchSize: 10, Shard: train.Rows[:10]})
 	if err != nil {
 		t.Fatal(err)
 	}

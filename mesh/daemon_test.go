@@ -33,7 +33,7 @@ func startDaemon(t *testing.T, ctx context.Context, set node.Settings, shard []d
 		cfg.Members, cfg.Start, peers = nil, reply.Snapshot, reply.Members
 		cfg.Admission = &reply.Admission
 	}
-	n, err := node.NewSyncer(cfg, node.SyncConfig{})
+	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

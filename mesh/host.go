@@ -667,7 +667,7 @@ func (s *sender) push(data []byte) {
 	s.queue = append(s.queue, q)
 	s.queuedBytes += len(data)
 	// A peer that does not keep up must not grow the queue without bound;
-	// what it loses it pulls when it needs it (node.Syncer).
+	// what it loses it pulls when it needs it (node.Node).
 	for s.queuedBytes > s.host.maxQueue && len(s.queue) > 1 {
 		s.queuedBytes -= len(s.queue[0].data)
 		s.queue[0] = queued{} // the dropped message can be collected

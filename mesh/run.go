@@ -16,7 +16,7 @@ type Options struct {
 	// something to forward, so that a relay combines what several neighbours
 	// sent into one message per next hop. 0 forwards at once.
 	RelayWindow time.Duration
-	// Tick is the length of the core's tick (node.Syncer.Tick). Default
+	// Tick is the length of the core's tick (node.Node.Tick). Default
 	// 100 ms.
 	Tick time.Duration
 	// SyncAfter, when set, is how long the node waits at its gate before
@@ -46,7 +46,7 @@ type RunStats struct {
 // whole protocol: ticks, hellos and failure detection, retransmission;
 // broadcasts travel the overlay, as there is no membership topic.
 // Arrivals are handled before each iteration so relays forward promptly.
-func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunStats, error) {
+func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats, error) {
 	start := time.Now()
 	var st RunStats
 	if opts.Tick <= 0 {
@@ -132,7 +132,7 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 				return st, fmt.Errorf("train: %w", err)
 			}
 			if opts.AfterTrain != nil {
-				opts.AfterTrain(n.Node, time.Since(trainStart))
+				opts.AfterTrain(n, time.Since(trainStart))
 			}
 			continue
 		}

@@ -34,14 +34,14 @@ func TestHostileFramesAreDroppedAndCounted(t *testing.T) {
 		}
 	}
 	ids := []string{a.ID(), b.ID()}
-	cores := make([]*node.Syncer, 2)
+	cores := make([]*node.Node, 2)
 	for i, id := range ids {
 		opt, err := model.NewOptimizer(model.SGD, 1, mdl.NumParams())
 		if err != nil {
 			t.Fatal(err)
 		}
-		cores[i], err = node.NewSyncer(node.Config{ID: id, Members: ids, Model: mdl, Optimizer: opt, Codec: codec.Raw{},
-			Staleness: 2, Iterations: 10, BatchSize: 5, Seed: 1, Shard: train.Shard(i, 2).Rows}, node.SyncConfig{})
+		cores[i], err = node.New(node.Config{ID: id, Members: ids, Model: mdl, Optimizer: opt, Codec: codec.Raw{},
+			Staleness: 2, Iterations: 10, BatchSize: 5, Seed: 1, Shard: train.Shard(i, 2).Rows})
 		if err != nil {
 			t.Fatal(err)
 		}

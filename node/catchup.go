@@ -108,70 +108,70 @@ func DecodeGone(data []byte) (origin string, oldest uint64, err error) {
 // have, that those below the oldest kept are gone, and reports whether it
 // did: the updates above them are then not sent (whoever lacks the gone
 // ones will rejoin, or make this node rejoin, and must not hold them).
-func (s *Syncer) answerGone(from string, have uint64) bool {
-	if have >= s.clock {
+func (n *Node) answerGone(from string, have uint64) bool {
+	if have >= n.clock {
 		return false
 	}
-	oldest := s.clock + 1
-	if log := s.logs[s.index[s.cfg.ID]]; len(log) > 0 {
+	oldest := n.clock + 1
+	if log := n.logs[n.index[n.cfg.ID]]; len(log) > 0 {
 		oldest = log[0].clock
 	}
 	if oldest <= have+1 {
 		return false
 	}
-	if s.behind == nil {
-		s.behind = map[string]bool{}
+	if n.behind == nil {
+		n.behind = map[string]bool{}
 	}
-	s.behind[from] = true
-	s.proto.direct = append(s.proto.direct, Message{To: from, Data: EncodeGone(s.cfg.ID, oldest)})
+	n.behind[from] = true
+	n.proto.direct = append(n.proto.direct, Message{To: from, Data: EncodeGone(n.cfg.ID, oldest)})
 	return true
 }
 
 // handleGone records that origin's updates below oldest are gone, and
 // decides whether this node must rejoin.
-func (s *Syncer) handleGone(from string, data []byte) {
+func (n *Node) handleGone(from string, data []byte) {
 	origin, oldest, err := DecodeGone(data)
-	if err != nil || origin != from || !s.isMember(origin) {
-		s.reject(RejectBadGone)
+	if err != nil || origin != from || !n.isMember(origin) {
+		n.reject(RejectBadGone)
 		return
 	}
-	if s.gone == nil {
-		s.gone = map[string]uint64{}
+	if n.gone == nil {
+		n.gone = map[string]uint64{}
 	}
-	if oldest > 0 && oldest-1 > s.gone[origin] {
-		s.gone[origin] = oldest - 1
-		if s.goneSince == 0 {
-			s.goneSince = s.proto.tick + 1
+	if oldest > 0 && oldest-1 > n.gone[origin] {
+		n.gone[origin] = oldest - 1
+		if n.goneSince == 0 {
+			n.goneSince = n.proto.tick + 1
 		}
 	}
 }
 
 // lacksGone reports whether the node lacks some of member q's updates
 // that are gone.
-func (s *Syncer) lacksGone(q string) bool {
-	g, ok := s.gone[q]
-	return ok && s.vc.Get(q) < g
+func (n *Node) lacksGone(q string) bool {
+	g, ok := n.gone[q]
+	return ok && n.vc.Get(q) < g
 }
 
 // decideRejoin runs at each tick (see above).
-func (s *Syncer) decideRejoin() {
-	if s.proto.rejoin != "" || s.goneSince == 0 || s.proto.tick-(s.goneSince-1) < uint64(s.sc.SuspectTicks) {
+func (n *Node) decideRejoin() {
+	if n.proto.rejoin != "" || n.goneSince == 0 || n.proto.tick-(n.goneSince-1) < uint64(n.sc.SuspectTicks) {
 		return
 	}
 	var lacking []string
 	must := false
-	for _, m := range s.liveList {
-		if m != s.cfg.ID && s.lacksGone(m) {
+	for _, m := range n.liveList {
+		if m != n.cfg.ID && n.lacksGone(m) {
 			lacking = append(lacking, m)
-			must = must || !s.behind[m] || m < s.cfg.ID
+			must = must || !n.behind[m] || m < n.cfg.ID
 		}
 	}
 	if !must {
 		return
 	}
-	s.proto.rejoin = slices.Min(lacking)
-	s.proto.events = append(s.proto.events, Event{Kind: EventRejoin, Member: s.proto.rejoin, Clock: s.gone[s.proto.rejoin]})
+	n.proto.rejoin = slices.Min(lacking)
+	n.proto.events = append(n.proto.events, Event{Kind: EventRejoin, Member: n.proto.rejoin, Clock: n.gone[n.proto.rejoin]})
 }
 
 // Rejoining returns the member this node must rejoin through, or "".
-func (s *Syncer) Rejoining() string { return s.proto.rejoin }
+func (n *Node) Rejoining() string { return n.proto.rejoin }

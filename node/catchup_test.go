@@ -11,7 +11,7 @@ import (
 // are gone and rejoins from a snapshot of the other side as a new
 // incarnation; the mesh finishes with one view.
 func TestPartitionLongerThanHistoryHealsBySnapshot(t *testing.T) {
-	n := &pnet{t: t, nodes: map[string]*Syncer{}, auth: macAuth{mesh: "m"}, iters: 80,
+	n := &pnet{t: t, nodes: map[string]*Node{}, auth: macAuth{mesh: "m"}, iters: 80,
 		sync: SyncConfig{HeartbeatTicks: 2, SuspectTicks: 10, DeadTicks: 30, History: 8}}
 	ids := []string{"a/1", "b/1", "c/1"}
 	for i, id := range ids {

@@ -46,9 +46,6 @@ const (
 	// tenth of a sparse iteration of 32 rows; a model of d parameters is
 	// hashed every ⌈d / digestParamsPerClock⌉ clocks.
 	digestParamsPerClock = 1 << 11
-	// defaultDigestKeep is how many digests a plain Node keeps; a Syncer
-	// keeps 2·Window.
-	defaultDigestKeep = 8
 )
 
 // DigestEvery returns the interval in clocks between the rows a node with

@@ -41,9 +41,9 @@ func TestDigestEvery(t *testing.T) {
 }
 
 // digestPair returns two bulk-synchronous members that hash every row.
-func digestPair(t *testing.T) (a, b *Syncer, ids []string) {
+func digestPair(t *testing.T) (a, b *Node, ids []string) {
 	t.Helper()
-	nodes, ids := newSyncers(t, 2, 0, 20, SyncConfig{})
+	nodes, ids := newNodes(t, 2, 0, 20, SyncConfig{})
 	for _, n := range nodes {
 		n.digestEvery = 1
 	}
@@ -51,9 +51,9 @@ func digestPair(t *testing.T) (a, b *Syncer, ids []string) {
 }
 
 // lockstep runs one iteration at both members and delivers their updates.
-func lockstep(t *testing.T, a, b *Syncer) {
+func lockstep(t *testing.T, a, b *Node) {
 	t.Helper()
-	nodes := []*Syncer{a, b}
+	nodes := []*Node{a, b}
 	for _, n := range nodes {
 		if err := n.Train(); err != nil {
 			t.Fatal(err)
@@ -66,7 +66,7 @@ func lockstep(t *testing.T, a, b *Syncer) {
 
 // entropyTo hands from's anti-entropy request to to and returns the
 // events to's Ready reports.
-func entropyTo(t *testing.T, from, to *Syncer) []Event {
+func entropyTo(t *testing.T, from, to *Node) []Event {
 	t.Helper()
 	reqs := from.AntiEntropy()
 	if len(reqs) != 1 || reqs[0].To != to.ID() {
@@ -95,7 +95,7 @@ func TestAntiEntropyEqualViewsDoNotDiverge(t *testing.T) {
 			t.Fatalf("round %d: a sends %d more requests for the same digest", round, len(reqs))
 		}
 	}
-	for _, n := range []*Syncer{a, b} {
+	for _, n := range []*Node{a, b} {
 		if st := n.SyncStats(); st.DigestsCompared != 3 || st.ViewDivergence != 0 {
 			t.Fatalf("%s: %d digests compared, %d divergences; want 3 and 0", n.ID(), st.DigestsCompared, st.ViewDivergence)
 		}

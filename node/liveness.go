@@ -129,7 +129,7 @@ type memberInfo struct {
 	addrs                  []string
 }
 
-// protocol is the membership state of a Syncer.
+// protocol is the membership state of a node.
 type protocol struct {
 	tick  uint64
 	info  map[string]*memberInfo
@@ -156,56 +156,56 @@ type protocol struct {
 	rejoin string
 }
 
-func (s *Syncer) initProtocol() {
-	s.proto.info = make(map[string]*memberInfo, len(s.members))
-	s.proto.peers = map[string]uint64{}
-	for _, m := range s.members {
-		s.trackMember(m)
+func (n *Node) initProtocol() {
+	n.proto.info = make(map[string]*memberInfo, len(n.members))
+	n.proto.peers = map[string]uint64{}
+	for _, m := range n.members {
+		n.trackMember(m)
 	}
 }
 
 // trackMember records a member the core now has in its list.
-func (s *Syncer) trackMember(m string) {
-	if _, ok := s.proto.info[m]; !ok {
-		s.proto.info[m] = &memberInfo{heard: s.proto.tick}
+func (n *Node) trackMember(m string) {
+	if _, ok := n.proto.info[m]; !ok {
+		n.proto.info[m] = &memberInfo{heard: n.proto.tick}
 	}
 	name, inc := SplitMember(m)
-	if cur, ok := s.proto.peers[name]; !ok || inc > cur {
-		s.proto.peers[name] = inc
+	if cur, ok := n.proto.peers[name]; !ok || inc > cur {
+		n.proto.peers[name] = inc
 	}
 }
 
 // Tick advances the core's time by one tick: hellos, failure detection and
 // leave retransmission happen here.
-func (s *Syncer) Tick() {
-	p := &s.proto
+func (n *Node) Tick() {
+	p := &n.proto
 	p.tick++
 	// Answers to sync requests are budgeted per requester and tick.
-	clear(s.replied)
+	clear(n.replied)
 	if p.leaving {
-		if p.tick-p.lastLeaveSend >= uint64(s.sc.HeartbeatTicks) {
-			s.sendLeave()
+		if p.tick-p.lastLeaveSend >= uint64(n.sc.HeartbeatTicks) {
+			n.sendLeave()
 		}
 		return
 	}
-	if p.tick-p.lastHello >= uint64(s.sc.HeartbeatTicks) {
-		s.hello()
+	if p.tick-p.lastHello >= uint64(n.sc.HeartbeatTicks) {
+		n.hello()
 	}
-	s.detect()
-	s.decideRejoin()
-	s.rebuildIfChanged()
-	s.noteGate()
+	n.detect()
+	n.decideRejoin()
+	n.rebuildIfChanged()
+	n.noteGate()
 }
 
 // Ticks returns the core's time in ticks.
-func (s *Syncer) Ticks() uint64 { return s.proto.tick }
+func (n *Node) Ticks() uint64 { return n.proto.tick }
 
 // SetAddrs sets the addresses this node's hellos carry.
-func (s *Syncer) SetAddrs(addrs []string) { s.proto.addrs = slices.Clone(addrs) }
+func (n *Node) SetAddrs(addrs []string) { n.proto.addrs = slices.Clone(addrs) }
 
 // Addrs returns the addresses member last announced.
-func (s *Syncer) Addrs(member string) []string {
-	if i := s.proto.info[member]; i != nil {
+func (n *Node) Addrs(member string) []string {
+	if i := n.proto.info[member]; i != nil {
 		return slices.Clone(i.addrs)
 	}
 	return nil
@@ -213,13 +213,13 @@ func (s *Syncer) Addrs(member string) []string {
 
 // MemberOf returns the member id of the newest incarnation admitted on
 // peer name, or "" when no member runs on it.
-func (s *Syncer) MemberOf(name string) string {
-	inc, ok := s.proto.peers[name]
+func (n *Node) MemberOf(name string) string {
+	inc, ok := n.proto.peers[name]
 	if !ok {
 		return ""
 	}
 	for _, id := range []string{name + "/" + fmt.Sprint(inc), name} {
-		if s.isMember(id) {
+		if n.isMember(id) {
 			if _, i := SplitMember(id); i == inc {
 				return id
 			}
@@ -230,53 +230,53 @@ func (s *Syncer) MemberOf(name string) string {
 
 // suspectAfter is the suspicion timeout in ticks: the floor, or ten of the
 // slowest live member's rounds.
-func (s *Syncer) suspectAfter() uint64 {
-	slowest := s.proto.round
-	for _, m := range s.liveList {
-		if i := s.proto.info[m]; i != nil {
+func (n *Node) suspectAfter() uint64 {
+	slowest := n.proto.round
+	for _, m := range n.liveList {
+		if i := n.proto.info[m]; i != nil {
 			slowest = max(slowest, i.round)
 		}
 	}
-	return max(uint64(s.sc.SuspectTicks), 10*slowest/1000)
+	return max(uint64(n.sc.SuspectTicks), 10*slowest/1000)
 }
 
 // deadAfter is the death timeout: DeadTicks, stretched as the suspicion
 // timeout is.
-func (s *Syncer) deadAfter() uint64 {
-	return uint64(s.sc.DeadTicks) + s.suspectAfter() - uint64(s.sc.SuspectTicks)
+func (n *Node) deadAfter() uint64 {
+	return uint64(n.sc.DeadTicks) + n.suspectAfter() - uint64(n.sc.SuspectTicks)
 }
 
-func (s *Syncer) detect() {
-	p := &s.proto
-	suspect, dead := s.suspectAfter(), s.deadAfter()
-	for _, m := range s.members {
+func (n *Node) detect() {
+	p := &n.proto
+	suspect, dead := n.suspectAfter(), n.deadAfter()
+	for _, m := range n.members {
 		i := p.info[m]
-		if m == s.cfg.ID || i == nil {
+		if m == n.cfg.ID || i == nil {
 			continue
 		}
 		silent := p.tick - i.heard
 		switch {
-		case s.Leaving(m) && silent >= suspect:
+		case n.Leaving(m) && silent >= suspect:
 			// It left, and its last updates never came.
-			s.DeclareDead(m)
+			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent, Waiting: true})
 			p.membershipChanged = true
-		case s.live[m] && silent >= suspect && !i.spoke && !s.foundedWith(m):
+		case n.live[m] && silent >= suspect && !i.spoke && !n.foundedWith(m):
 			// Admitted, never heard from: no update of it can be in any
 			// row, so it keeps no share of the step (a made-up joiner).
-			s.DeclareDead(m)
+			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
-		case s.live[m] && silent >= suspect:
-			s.Suspect(m)
+		case n.live[m] && silent >= suspect:
+			n.Suspect(m)
 			p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
-		case s.Suspected(m) && silent >= dead:
-			s.DeclareDead(m)
+		case n.Suspected(m) && silent >= dead:
+			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
-		case s.live[m]:
-			s.detectWithholding(m, i, dead)
+		case n.live[m]:
+			n.detectWithholding(m, i, dead)
 		}
 	}
 }
@@ -284,8 +284,8 @@ func (s *Syncer) detect() {
 // foundedWith reports whether m was a member when this node started (its
 // configured members or its snapshot's): those may have sent updates
 // before this node heard them.
-func (s *Syncer) foundedWith(m string) bool {
-	i := s.proto.info[m]
+func (n *Node) foundedWith(m string) bool {
+	i := n.proto.info[m]
 	return i != nil && i.admittedBy == ""
 }
 
@@ -294,10 +294,10 @@ func (s *Syncer) foundedWith(m string) bool {
 // not arrived for the death timeout although the node asks for them: a
 // member that only says hello must not hold everyone's gate for good. It
 // stays suspected until one of its missing updates arrives.
-func (s *Syncer) detectWithholding(m string, i *memberInfo, after uint64) {
-	p := &s.proto
-	need := s.syncNeed()
-	if need == 0 || s.vc.Get(m) >= need || i.clock < need {
+func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
+	p := &n.proto
+	need := n.syncNeed()
+	if need == 0 || n.vc.Get(m) >= need || i.clock < need {
 		i.blockedSince = 0
 		return
 	}
@@ -308,35 +308,35 @@ func (s *Syncer) detectWithholding(m string, i *memberInfo, after uint64) {
 	if p.tick-i.blockedSince < after {
 		return
 	}
-	i.blockedSince, i.withheld, i.withholding = 0, s.vc.Get(m), true
-	s.Suspect(m)
+	i.blockedSince, i.withheld, i.withholding = 0, n.vc.Get(m), true
+	n.Suspect(m)
 	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})
 	p.membershipChanged = true
 }
 
 // releaseWithholders returns to the live set the members suspected of
 // withholding whose updates came after all.
-func (s *Syncer) releaseWithholders() {
-	for _, m := range s.members {
-		if i := s.proto.info[m]; i != nil && i.withholding && s.vc.Get(m) > i.withheld {
+func (n *Node) releaseWithholders() {
+	for _, m := range n.members {
+		if i := n.proto.info[m]; i != nil && i.withholding && n.vc.Get(m) > i.withheld {
 			i.withholding = false
-			s.heard(m)
+			n.heard(m)
 		}
 	}
 }
 
 // heard records that member m showed signs of life; a suspected member is
 // live again.
-func (s *Syncer) heard(m string) {
-	i := s.proto.info[m]
-	if i == nil || s.MemberOf(nameOf(m)) != m {
+func (n *Node) heard(m string) {
+	i := n.proto.info[m]
+	if i == nil || n.MemberOf(nameOf(m)) != m {
 		return
 	}
-	i.heard, i.spoke = s.proto.tick, true
-	if s.Suspected(m) && !i.withholding {
-		s.PeerUp(m)
-		s.proto.events = append(s.proto.events, Event{Kind: EventBack, Member: m, Clock: i.clock})
-		s.proto.membershipChanged = true
+	i.heard, i.spoke = n.proto.tick, true
+	if n.Suspected(m) && !i.withholding {
+		n.PeerUp(m)
+		n.proto.events = append(n.proto.events, Event{Kind: EventBack, Member: m, Clock: i.clock})
+		n.proto.membershipChanged = true
 	}
 }
 
@@ -348,9 +348,9 @@ func nameOf(m string) string {
 // noteGate records the tick the staleness gate was first found open
 // since the last Train: the time a node waits at its gate is not part of
 // its round (a mesh stalled for a while must not stretch every timeout).
-func (s *Syncer) noteGate() {
-	p := &s.proto
-	if !p.gateOpen && s.Node.CanTrain() {
+func (n *Node) noteGate() {
+	p := &n.proto
+	if !p.gateOpen && n.canTrain() {
 		p.gateOpen, p.gateOpenAt = true, p.tick
 	}
 }
@@ -358,9 +358,9 @@ func (s *Syncer) noteGate() {
 // observeRound updates the node's own round time at each Train: the ticks
 // since the later of its last Train and its gate opening, which is what a
 // driver that trains on its event loop is deaf for.
-func (s *Syncer) observeRound() {
-	p := &s.proto
-	s.noteGate()
+func (n *Node) observeRound() {
+	p := &n.proto
+	n.noteGate()
 	if p.trained {
 		took := 1000 * (p.tick - max(p.lastTrainTick, p.gateOpenAt))
 		if p.round == 0 {
@@ -378,14 +378,14 @@ const RejectSignFailed = "sign_failed"
 
 // sign fills a's signature; false when the node cannot sign (the
 // announcement is then not sent).
-func (s *Syncer) sign(a *Announcement) bool {
-	a.Signer = s.cfg.ID
-	if s.cfg.Auth == nil {
+func (n *Node) sign(a *Announcement) bool {
+	a.Signer = n.cfg.ID
+	if n.cfg.Auth == nil {
 		return true
 	}
-	sig, err := s.cfg.Auth.SignMessage(AnnouncementSignedBytes(*a))
+	sig, err := n.cfg.Auth.SignMessage(AnnouncementSignedBytes(*a))
 	if err != nil {
-		s.reject(RejectSignFailed)
+		n.reject(RejectSignFailed)
 		return false
 	}
 	a.Sig = sig
@@ -393,143 +393,143 @@ func (s *Syncer) sign(a *Announcement) bool {
 }
 
 // verifyAnn checks a's signature (and a hello's admission, when asked).
-func (s *Syncer) verifyAnn(a Announcement) bool {
-	if s.cfg.Auth == nil {
+func (n *Node) verifyAnn(a Announcement) bool {
+	if n.cfg.Auth == nil {
 		return true
 	}
-	return len(a.Sig) > 0 && s.cfg.Auth.VerifyMessage(a.Signer, AnnouncementSignedBytes(a), a.Sig) == nil
+	return len(a.Sig) > 0 && n.cfg.Auth.VerifyMessage(a.Signer, AnnouncementSignedBytes(a), a.Sig) == nil
 }
 
-func (s *Syncer) hello() {
-	p := &s.proto
+func (n *Node) hello() {
+	p := &n.proto
 	p.helloSeq++
 	p.lastHello = p.tick
-	a := Announcement{Kind: KindHello, Member: s.cfg.ID, Entry: s.ownEntry(), Clock: s.clock, Seq: p.helloSeq,
+	a := Announcement{Kind: KindHello, Member: n.cfg.ID, Entry: n.ownEntry(), Clock: n.clock, Seq: p.helloSeq,
 		Round: min(p.round, maxRound), Addrs: p.addrs}
-	if c := s.cfg.Admission; c != nil {
+	if c := n.cfg.Admission; c != nil {
 		a.CertSigner, a.CertSig = c.Signer, c.Sig
 	}
-	if s.sign(&a) {
+	if n.sign(&a) {
 		p.bcast = append(p.bcast, EncodeAnnouncement(a))
 	}
 }
 
 // ownEntry is the clock this node started at.
-func (s *Syncer) ownEntry() uint64 { return s.entryOf[s.cfg.ID] }
+func (n *Node) ownEntry() uint64 { return n.entryOf[n.cfg.ID] }
 
 // receiveAnnouncement handles one membership message.
-func (s *Syncer) receiveAnnouncement(from string, data []byte) {
+func (n *Node) receiveAnnouncement(from string, data []byte) {
 	a, err := DecodeAnnouncement(data)
 	if err != nil {
-		s.reject(RejectBadAnnouncement)
+		n.reject(RejectBadAnnouncement)
 		return
 	}
-	if reason := s.step(a); reason != "" {
-		s.reject(reason)
+	if reason := n.step(a); reason != "" {
+		n.reject(reason)
 	}
-	if s.isMember(from) {
-		s.heard(from)
+	if n.isMember(from) {
+		n.heard(from)
 	}
-	s.rebuildIfChanged()
+	n.rebuildIfChanged()
 }
 
 // step applies one decoded announcement; it returns the rejection reason
 // or "".
-func (s *Syncer) step(a Announcement) string {
-	if a.Member == s.cfg.ID && a.Kind != KindLeaveAck {
+func (n *Node) step(a Announcement) string {
+	if a.Member == n.cfg.ID && a.Kind != KindLeaveAck {
 		return "" // our own, back through gossip
 	}
-	if !s.verifyAnn(a) {
+	if !n.verifyAnn(a) {
 		return RejectForgedAnnouncement
 	}
 	name, inc := SplitMember(a.Member)
-	if cur, ok := s.proto.peers[name]; ok && inc < cur && a.Kind != KindLeaveAck {
+	if cur, ok := n.proto.peers[name]; ok && inc < cur && a.Kind != KindLeaveAck {
 		return RejectStaleIncarnation
 	}
 	switch a.Kind {
 	case KindHello:
-		return s.onHello(a)
+		return n.onHello(a)
 	case KindAdmit:
-		return s.onAdmit(a, false)
+		return n.onAdmit(a, false)
 	case KindLeave:
-		return s.onLeave(a)
+		return n.onLeave(a)
 	case KindLeaveAck:
-		return s.onAck(a)
+		return n.onAck(a)
 	}
 	return RejectBadAnnouncement
 }
 
-func (s *Syncer) onHello(a Announcement) string {
-	if !s.isMember(a.Member) {
+func (n *Node) onHello(a Announcement) string {
+	if !n.isMember(a.Member) {
 		if a.CertSigner == "" {
 			return RejectNotAdmitted
 		}
 		// The hello is the member's own word: its consent to the
 		// admission needs no join signature.
 		cert := Admission{Member: a.Member, Entry: a.Entry, Signer: a.CertSigner, Sig: a.CertSig}.admitOf()
-		if !s.verifyAnn(cert) {
+		if !n.verifyAnn(cert) {
 			return RejectForgedAnnouncement
 		}
-		if reason := s.onAdmit(cert, true); reason != "" {
+		if reason := n.onAdmit(cert, true); reason != "" {
 			return reason
 		}
 	}
-	if _, gone := s.left[a.Member]; gone {
+	if _, gone := n.left[a.Member]; gone {
 		return ""
 	}
-	i := s.proto.info[a.Member]
+	i := n.proto.info[a.Member]
 	if a.Seq <= i.seq {
 		return RejectStaleHello
 	}
 	if !slices.Equal(i.addrs, a.Addrs) {
 		i.addrs = slices.Clone(a.Addrs)
-		s.proto.events = append(s.proto.events, Event{Kind: EventAddrs, Member: a.Member})
+		n.proto.events = append(n.proto.events, Event{Kind: EventAddrs, Member: a.Member})
 	}
 	i.seq, i.round, i.clock = a.Seq, a.Round, a.Clock
-	i.heard, i.spoke = s.proto.tick, true
+	i.heard, i.spoke = n.proto.tick, true
 	switch {
-	case s.Suspected(a.Member):
-		s.heard(a.Member)
-	case !s.live[a.Member]:
-		s.PeerUp(a.Member)
-		s.proto.events = append(s.proto.events, Event{Kind: EventBack, Member: a.Member, Clock: a.Clock})
-		s.proto.membershipChanged = true
+	case n.Suspected(a.Member):
+		n.heard(a.Member)
+	case !n.live[a.Member]:
+		n.PeerUp(a.Member)
+		n.proto.events = append(n.proto.events, Event{Kind: EventBack, Member: a.Member, Clock: a.Clock})
+		n.proto.membershipChanged = true
 	}
 	return ""
 }
 
 // onAdmit applies a verified admit (or a hello's admission).
-func (s *Syncer) onAdmit(a Announcement, fromHello bool) string {
-	if !s.canAdmit(a.Signer, a.Entry) {
+func (n *Node) onAdmit(a Announcement, fromHello bool) string {
+	if !n.canAdmit(a.Signer, a.Entry) {
 		return RejectForgedAnnouncement
 	}
-	if s.isMember(a.Member) {
-		if s.entryOf[a.Member] != a.Entry && !fromHello {
+	if n.isMember(a.Member) {
+		if n.entryOf[a.Member] != a.Entry && !fromHello {
 			return RejectReadmit
 		}
 		return ""
 	}
 	if !fromHello {
-		if !s.verifyJoin(a.Member, a.Signer, a.JoinSig) {
+		if !n.verifyJoin(a.Member, a.Signer, a.JoinSig) {
 			return RejectForgedAnnouncement
 		}
-		if s.silentAdmits(a.Signer) >= MaxSilentAdmits {
+		if n.silentAdmits(a.Signer) >= MaxSilentAdmits {
 			return RejectAdmitLimit
 		}
 	}
-	s.admit(a.Member, a.Entry, a.Signer)
+	n.admit(a.Member, a.Entry, a.Signer)
 	if fromHello {
-		s.proto.info[a.Member].spoke = true
+		n.proto.info[a.Member].spoke = true
 	}
 	return ""
 }
 
 // verifyJoin checks joiner's request to be admitted by donor's peer.
-func (s *Syncer) verifyJoin(joiner, donor string, sig []byte) bool {
-	if s.cfg.Auth == nil {
+func (n *Node) verifyJoin(joiner, donor string, sig []byte) bool {
+	if n.cfg.Auth == nil {
 		return true
 	}
-	return len(sig) > 0 && s.cfg.Auth.VerifyMessage(joiner, JoinSignedBytes(joiner, nameOf(donor)), sig) == nil
+	return len(sig) > 0 && n.cfg.Auth.VerifyMessage(joiner, JoinSignedBytes(joiner, nameOf(donor)), sig) == nil
 }
 
 // silentAdmits counts the members signer's admit announcements brought in
@@ -537,10 +537,10 @@ func (s *Syncer) verifyJoin(joiner, donor string, sig []byte) bool {
 // joiner speaks within a heartbeat (and one whose admit was refused admits
 // itself with the admission its hellos carry), so only made-up joiners
 // count, for the signer's whole incarnation.
-func (s *Syncer) silentAdmits(signer string) int {
+func (n *Node) silentAdmits(signer string) int {
 	k := 0
-	for _, m := range s.members {
-		if i := s.proto.info[m]; i != nil && i.admittedBy == signer && !i.spoke {
+	for _, m := range n.members {
+		if i := n.proto.info[m]; i != nil && i.admittedBy == signer && !i.spoke {
 			k++
 		}
 	}
@@ -551,27 +551,27 @@ func (s *Syncer) silentAdmits(signer string) int {
 // a member of this node and its peer's newest incarnation, and if it has
 // left, it admitted before its last update (a donor may leave before its
 // joiner's first hello reaches everyone).
-func (s *Syncer) canAdmit(signer string, entry uint64) bool {
-	if signer == s.cfg.ID {
+func (n *Node) canAdmit(signer string, entry uint64) bool {
+	if signer == n.cfg.ID {
 		return true
 	}
-	if !s.isMember(signer) || s.MemberOf(nameOf(signer)) != signer {
+	if !n.isMember(signer) || n.MemberOf(nameOf(signer)) != signer {
 		return false
 	}
-	last, gone := s.left[signer]
+	last, gone := n.left[signer]
 	return !gone || entry <= last
 }
 
 // admit adds member at entry and retires its peer's older incarnations.
-func (s *Syncer) admit(member string, entry uint64, by string) {
-	s.AddMember(member, entry)
-	s.trackMember(member)
-	s.proto.info[member].admittedBy = by
-	s.supersede(member)
-	s.proto.events = append(s.proto.events, Event{Kind: EventJoined, Member: member, Clock: entry, By: by})
-	s.proto.membershipChanged = true
-	if by != s.cfg.ID && s.proto.rejoin == "" {
-		s.sendOwnSince(member, entry)
+func (n *Node) admit(member string, entry uint64, by string) {
+	n.AddMember(member, entry)
+	n.trackMember(member)
+	n.proto.info[member].admittedBy = by
+	n.supersede(member)
+	n.proto.events = append(n.proto.events, Event{Kind: EventJoined, Member: member, Clock: entry, By: by})
+	n.proto.membershipChanged = true
+	if by != n.cfg.ID && n.proto.rejoin == "" {
+		n.sendOwnSince(member, entry)
 	}
 }
 
@@ -579,60 +579,60 @@ func (s *Syncer) admit(member string, entry uint64, by string) {
 // above its entry: those made before this node knew of it went to the
 // others only, and the joiner's gate needs them (its donor's snapshot
 // carries only what the donor held). The donor's own are in the snapshot.
-func (s *Syncer) sendOwnSince(member string, entry uint64) {
-	i, ok := s.index[s.cfg.ID]
+func (n *Node) sendOwnSince(member string, entry uint64) {
+	i, ok := n.index[n.cfg.ID]
 	if !ok {
 		return
 	}
-	for _, r := range s.logs[i] {
+	for _, r := range n.logs[i] {
 		if r.clock > entry {
-			s.outbox[member] = append(s.outbox[member], Update{Origin: s.cfg.ID, Clock: r.clock, Frame: r.frame, Sig: r.sig})
+			n.outbox[member] = append(n.outbox[member], Update{Origin: n.cfg.ID, Clock: r.clock, Frame: r.frame, Sig: r.sig})
 		}
 	}
 }
 
 // supersede declares dead every older incarnation of member's peer.
-func (s *Syncer) supersede(member string) {
+func (n *Node) supersede(member string) {
 	name, inc := SplitMember(member)
-	for _, m := range s.members {
-		if mn, mi := SplitMember(m); mn != name || mi >= inc || m == s.cfg.ID {
+	for _, m := range n.members {
+		if mn, mi := SplitMember(m); mn != name || mi >= inc || m == n.cfg.ID {
 			continue
 		}
-		if _, gone := s.left[m]; gone || (!s.live[m] && !s.Suspected(m)) {
+		if _, gone := n.left[m]; gone || (!n.live[m] && !n.Suspected(m)) {
 			continue
 		}
-		s.DeclareDead(m)
-		s.proto.events = append(s.proto.events, Event{Kind: EventSuperseded, Member: m, By: member})
+		n.DeclareDead(m)
+		n.proto.events = append(n.proto.events, Event{Kind: EventSuperseded, Member: m, By: member})
 	}
 }
 
-func (s *Syncer) onLeave(a Announcement) string {
-	if !s.isMember(a.Member) {
+func (n *Node) onLeave(a Announcement) string {
+	if !n.isMember(a.Member) {
 		return RejectNotAdmitted
 	}
-	if _, gone := s.left[a.Member]; !gone {
-		s.Leave(a.Member, a.Clock)
-		if i := s.proto.info[a.Member]; i != nil {
-			i.heard, i.clock = s.proto.tick, a.Clock
+	if _, gone := n.left[a.Member]; !gone {
+		n.Leave(a.Member, a.Clock)
+		if i := n.proto.info[a.Member]; i != nil {
+			i.heard, i.clock = n.proto.tick, a.Clock
 		}
-		s.proto.events = append(s.proto.events, Event{Kind: EventLeft, Member: a.Member, Clock: a.Clock, Waiting: s.Leaving(a.Member)})
-		s.proto.membershipChanged = true
+		n.proto.events = append(n.proto.events, Event{Kind: EventLeft, Member: a.Member, Clock: a.Clock, Waiting: n.Leaving(a.Member)})
+		n.proto.membershipChanged = true
 	}
 	// Two members leaving at once: the other is gone, not waited for.
-	if s.proto.leaving {
-		delete(s.proto.unacked, a.Member)
+	if n.proto.leaving {
+		delete(n.proto.unacked, a.Member)
 	}
 	// Acknowledge every copy: the leaver resends until it hears back.
 	ack := Announcement{Kind: KindLeaveAck, Member: a.Member, Clock: a.Clock}
-	if s.sign(&ack) {
-		s.proto.direct = append(s.proto.direct, Message{To: a.Member, Data: EncodeAnnouncement(ack)})
+	if n.sign(&ack) {
+		n.proto.direct = append(n.proto.direct, Message{To: a.Member, Data: EncodeAnnouncement(ack)})
 	}
 	return ""
 }
 
-func (s *Syncer) onAck(a Announcement) string {
-	p := &s.proto
-	if a.Member != s.cfg.ID || !p.leaving {
+func (n *Node) onAck(a Announcement) string {
+	p := &n.proto
+	if a.Member != n.cfg.ID || !p.leaving {
 		return ""
 	}
 	if p.unacked[a.Signer] {
@@ -653,71 +653,71 @@ var ErrAdmit = errors.New("cannot admit")
 // joiner's admission. A member id already admitted is refused (one
 // incarnation, one entry: a retried join comes as a new incarnation), as is
 // an incarnation below one already known.
-func (s *Syncer) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error) {
+func (n *Node) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error) {
 	if err := CheckMemberID(joiner); err != nil {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: %w", ErrAdmit, err)
 	}
-	if !s.verifyJoin(joiner, s.cfg.ID, joinSig) {
+	if !n.verifyJoin(joiner, n.cfg.ID, joinSig) {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: the join request of %s is not signed by its key", ErrAdmit, joiner)
 	}
-	if joiner == s.cfg.ID || s.isMember(joiner) {
-		return Snapshot{}, Admission{}, fmt.Errorf("%w: %s is a member already (entry %d); join again as a new incarnation", ErrAdmit, joiner, s.entryOf[joiner])
+	if joiner == n.cfg.ID || n.isMember(joiner) {
+		return Snapshot{}, Admission{}, fmt.Errorf("%w: %s is a member already (entry %d); join again as a new incarnation", ErrAdmit, joiner, n.entryOf[joiner])
 	}
-	if s.proto.leaving {
+	if n.proto.leaving {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: this member is leaving", ErrAdmit)
 	}
-	if s.proto.rejoin != "" {
+	if n.proto.rejoin != "" {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: this member fell behind the frame history and is rejoining", ErrAdmit)
 	}
 	name, inc := SplitMember(joiner)
-	if cur, ok := s.proto.peers[name]; ok && inc <= cur {
+	if cur, ok := n.proto.peers[name]; ok && inc <= cur {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: incarnation %d of %s is not above the %d already admitted", ErrAdmit, inc, name, cur)
 	}
 	// Older incarnations go first, so the joiner does not wait for them.
-	s.supersede(joiner)
-	snap := s.Snapshot()
+	n.supersede(joiner)
+	snap := n.Snapshot()
 	a := Announcement{Kind: KindAdmit, Member: joiner, Entry: snap.Clock, JoinSig: joinSig}
-	if !s.sign(&a) {
+	if !n.sign(&a) {
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: cannot sign the admission", ErrAdmit)
 	}
-	s.admit(joiner, snap.Clock, s.cfg.ID)
-	s.proto.info[joiner].heard = s.proto.tick
-	s.proto.bcast = append(s.proto.bcast, EncodeAnnouncement(a))
-	s.rebuildIfChanged()
-	return snap, Admission{Member: joiner, Entry: snap.Clock, Signer: s.cfg.ID, Sig: a.Sig, JoinSig: joinSig}, nil
+	n.admit(joiner, snap.Clock, n.cfg.ID)
+	n.proto.info[joiner].heard = n.proto.tick
+	n.proto.bcast = append(n.proto.bcast, EncodeAnnouncement(a))
+	n.rebuildIfChanged()
+	return snap, Admission{Member: joiner, Entry: snap.Clock, Signer: n.cfg.ID, Sig: a.Sig, JoinSig: joinSig}, nil
 }
 
 // StartLeave makes this node leave after its current clock: it trains no
 // more, and its signed notice goes to every live or suspected member, again
 // every
 // HeartbeatTicks to those that have not acknowledged it (LeaveStatus).
-func (s *Syncer) StartLeave() {
-	p := &s.proto
+func (n *Node) StartLeave() {
+	p := &n.proto
 	if p.leaving {
 		return
 	}
 	p.leaving = true
-	a := Announcement{Kind: KindLeave, Member: s.cfg.ID, Entry: s.ownEntry(), Clock: s.clock}
-	if !s.sign(&a) {
+	a := Announcement{Kind: KindLeave, Member: n.cfg.ID, Entry: n.ownEntry(), Clock: n.clock}
+	if !n.sign(&a) {
 		return
 	}
 	p.leaveNotice = EncodeAnnouncement(a)
 	// Suspected members are presumed alive: they get the notice too, or
 	// they would take this node for dead after their timeouts.
 	p.unacked = map[string]bool{}
-	for _, m := range s.members {
-		if m != s.cfg.ID && !s.Leaving(m) && (s.live[m] || s.Suspected(m)) {
+	for _, m := range n.members {
+		if m != n.cfg.ID && !n.Leaving(m) && (n.live[m] || n.Suspected(m)) {
 			p.unacked[m] = true
 		}
 	}
 	p.bcast = append(p.bcast, p.leaveNotice)
-	s.sendLeave()
+	n.sendLeave()
 }
 
-func (s *Syncer) sendLeave() {
-	p := &s.proto
+func (n *Node) sendLeave() {
+	p := &n.proto
 	p.lastLeaveSend = p.tick
-	for _, m := range s.members {
+	for _, m := range n.members {
 		if p.unacked[m] {
 			p.direct = append(p.direct, Message{To: m, Data: p.leaveNotice})
 		}
@@ -726,33 +726,33 @@ func (s *Syncer) sendLeave() {
 
 // LeaveStatus returns, after StartLeave, the members that acknowledged the
 // leave and those that have not yet.
-func (s *Syncer) LeaveStatus() (acked, waiting []string) {
-	for _, m := range s.members {
-		if s.proto.unacked[m] {
+func (n *Node) LeaveStatus() (acked, waiting []string) {
+	for _, m := range n.members {
+		if n.proto.unacked[m] {
 			waiting = append(waiting, m)
 		}
 	}
-	return slices.Clone(s.proto.acked), waiting
+	return slices.Clone(n.proto.acked), waiting
 }
 
 // rebuildIfChanged rebuilds the overlay over the live members, those on
 // their way out excepted, when the membership changed and Config.Overlay
 // is set.
-func (s *Syncer) rebuildIfChanged() {
-	if !s.proto.membershipChanged {
+func (n *Node) rebuildIfChanged() {
+	if !n.proto.membershipChanged {
 		return
 	}
-	s.proto.membershipChanged = false
-	if s.cfg.Overlay == nil {
+	n.proto.membershipChanged = false
+	if n.cfg.Overlay == nil {
 		return
 	}
-	live := slices.DeleteFunc(s.Live(), s.Leaving)
-	s.SetRouter(s.cfg.Overlay(live))
+	live := slices.DeleteFunc(n.Live(), n.Leaving)
+	n.SetRouter(n.cfg.Overlay(live))
 }
 
 // takeProtocolOutput moves what the protocol produced into rd.
-func (s *Syncer) takeProtocolOutput(rd *Ready) {
-	p := &s.proto
+func (n *Node) takeProtocolOutput(rd *Ready) {
+	p := &n.proto
 	rd.Broadcast, p.bcast = p.bcast, nil
 	rd.Messages = append(rd.Messages, p.direct...)
 	p.direct = nil
@@ -761,42 +761,42 @@ func (s *Syncer) takeProtocolOutput(rd *Ready) {
 
 // SetTiming sets the protocol's timeouts in ticks (see SyncConfig), for a
 // driver that knows its tick's length; zero keeps a value.
-func (s *Syncer) SetTiming(heartbeat, suspect, dead int) {
+func (n *Node) SetTiming(heartbeat, suspect, dead int) {
 	if heartbeat > 0 {
-		s.sc.HeartbeatTicks = heartbeat
+		n.sc.HeartbeatTicks = heartbeat
 	}
 	if suspect > 0 {
-		s.sc.SuspectTicks = suspect
+		n.sc.SuspectTicks = suspect
 	}
 	if dead > 0 {
-		s.sc.DeadTicks = dead
+		n.sc.DeadTicks = dead
 	}
-	s.sc.DeadTicks = max(s.sc.DeadTicks, s.sc.SuspectTicks)
+	n.sc.DeadTicks = max(n.sc.DeadTicks, n.sc.SuspectTicks)
 }
 
 // SetOverlay sets Config.Overlay and rebuilds the router with it.
-func (s *Syncer) SetOverlay(f func(live []string) Router) {
-	s.cfg.Overlay = f
-	s.proto.membershipChanged = true
-	s.rebuildIfChanged()
+func (n *Node) SetOverlay(f func(live []string) Router) {
+	n.cfg.Overlay = f
+	n.proto.membershipChanged = true
+	n.rebuildIfChanged()
 }
 
 // SuspectAfter returns the current suspicion timeout in ticks.
-func (s *Syncer) SuspectAfter() uint64 { return s.suspectAfter() }
+func (n *Node) SuspectAfter() uint64 { return n.suspectAfter() }
 
 // Entry returns the clock this node started at (its snapshot's rows' clock;
 // 0 for a founding member).
-func (s *Syncer) Entry() uint64 { return s.ownEntry() }
+func (n *Node) Entry() uint64 { return n.ownEntry() }
 
 // HeardAbove reports whether some other live member is known to have run
 // beyond clock c: its hellos say so, or the view holds an update of it
 // above c.
-func (s *Syncer) HeardAbove(c uint64) bool {
-	for _, m := range s.liveList {
-		if m == s.cfg.ID {
+func (n *Node) HeardAbove(c uint64) bool {
+	for _, m := range n.liveList {
+		if m == n.cfg.ID {
 			continue
 		}
-		if i := s.proto.info[m]; (i != nil && i.clock > c) || s.vc.Get(m) > c {
+		if i := n.proto.info[m]; (i != nil && i.clock > c) || n.vc.Get(m) > c {
 			return true
 		}
 	}

@@ -9,12 +9,12 @@ import (
 	"github.com/sketchmesh/sketchmesh/model"
 )
 
-// pnet runs Syncers with the membership protocol: it ticks them, trains
+// pnet runs nodes with the membership protocol: it ticks them, trains
 // those whose gate is open, and delivers messages and broadcasts at once,
 // except what a filter drops.
 type pnet struct {
 	t     *testing.T
-	nodes map[string]*Syncer
+	nodes map[string]*Node
 	order []string
 	// drop, when set, decides whether a message from → to is lost.
 	drop   func(from, to string, data []byte) bool
@@ -26,7 +26,7 @@ type pnet struct {
 
 func newPnet(t *testing.T, ids []string, iters uint64) *pnet {
 	t.Helper()
-	n := &pnet{t: t, nodes: map[string]*Syncer{}, auth: macAuth{mesh: "m"}, iters: iters,
+	n := &pnet{t: t, nodes: map[string]*Node{}, auth: macAuth{mesh: "m"}, iters: iters,
 		sync: SyncConfig{HeartbeatTicks: 2, SuspectTicks: 10, DeadTicks: 30}}
 	for i, id := range ids {
 		n.add(id, n.config(id, i, ids, nil))
@@ -46,8 +46,9 @@ func (n *pnet) config(id string, shard int, members []string, start *Snapshot) C
 		Auth: memberAuth{macAuth: n.auth, self: id}, Start: start}
 }
 
-func (n *pnet) add(id string, cfg Config) *Syncer {
-	s, err := NewSyncer(cfg, n.sync)
+func (n *pnet) add(id string, cfg Config) *Node {
+	cfg.Sync = n.sync
+	s, err := New(cfg)
 	if err != nil {
 		n.t.Fatal(err)
 	}

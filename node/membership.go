@@ -68,10 +68,10 @@ type Snapshot struct {
 // ErrSnapshot is wrapped by errors about a snapshot that does not fit.
 var ErrSnapshot = errors.New("snapshot does not fit")
 
-// Snapshot returns the node's committed rows as a starting point for a
-// joiner. A plain Node keeps no frames, so the snapshot has no Pending
-// updates; the joiner fetches them from their origins (see Syncer).
-func (n *Node) Snapshot() Snapshot {
+// Rows returns the node's committed rows, their clock and the members
+// with their entries, without the frames above them: what a checkpoint
+// keeps, and the base of a joiner's Snapshot.
+func (n *Node) Rows() Snapshot {
 	s := Snapshot{Clock: n.committedClock, View: slices.Clone(n.committed)}
 	for _, m := range n.members {
 		// A member that joined above the rows' clock has nothing up to its
@@ -156,10 +156,9 @@ func (n *Node) insertMember(id string) bool {
 	return true
 }
 
-// AddMember admits member id, live, with entry as its vector clock entry:
-// its first update is entry+1. A member already known is only marked live
-// again (see PeerUp); its entry is never moved back.
-func (n *Node) AddMember(id string, entry uint64) {
+// addMember is the view part of AddMember: the member list, the vector
+// clock entry and the router.
+func (n *Node) addMember(id string, entry uint64) {
 	if id == "" || id == n.cfg.ID {
 		return
 	}
@@ -176,12 +175,8 @@ func (n *Node) AddMember(id string, entry uint64) {
 	n.commit()
 }
 
-// Leave records that member id stops after its update last. It stays in the
-// live set until the view holds its updates up to last (they may still be
-// in flight when the notice arrives), then leaves it (see PeerDown);
-// anti-entropy never asks for its updates above last. A driver that waits
-// too long for those updates declares the member down with PeerDown.
-func (n *Node) Leave(id string, last uint64) {
+// leave is the view part of Leave.
+func (n *Node) leave(id string, last uint64) {
 	if _, ok := slices.BinarySearch(n.members, id); !ok || id == n.cfg.ID {
 		return
 	}
@@ -214,7 +209,7 @@ func (n *Node) Leaving(id string) bool {
 func (n *Node) retireLeavers() {
 	for id, last := range n.leaving {
 		if n.vc.Get(id) >= last {
-			n.PeerDown(id) // deletes it from leaving
+			n.peerDown(id) // deletes it from leaving
 		}
 	}
 }

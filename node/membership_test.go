@@ -11,11 +11,11 @@ import (
 	"github.com/sketchmesh/sketchmesh/model"
 )
 
-// churn drives Syncers over an in-memory network with random delivery, and
+// churn drives nodes over an in-memory network with random delivery, and
 // lets a test add, remove and kill members while they train.
 type churn struct {
 	t      *testing.T
-	nodes  map[string]*Syncer
+	nodes  map[string]*Node
 	order  []string // every id ever started, in start order
 	dead   map[string]bool
 	flight []flight
@@ -32,7 +32,7 @@ type churn struct {
 
 func newChurn(t *testing.T, p, s int, iters uint64, seed uint64) *churn {
 	t.Helper()
-	ch := &churn{t: t, nodes: map[string]*Syncer{}, dead: map[string]bool{}, rng: rand.New(rand.NewPCG(seed, 7)), iters: iters, s: s, base: map[string]uint64{}, entry: map[string]uint64{}}
+	ch := &churn{t: t, nodes: map[string]*Node{}, dead: map[string]bool{}, rng: rand.New(rand.NewPCG(seed, 7)), iters: iters, s: s, base: map[string]uint64{}, entry: map[string]uint64{}}
 	var ids []string
 	for i := range p {
 		ids = append(ids, fmt.Sprintf("node-%02d", i))
@@ -43,7 +43,7 @@ func newChurn(t *testing.T, p, s int, iters uint64, seed uint64) *churn {
 	return ch
 }
 
-func (ch *churn) start(id string, cfg Config) *Syncer {
+func (ch *churn) start(id string, cfg Config) *Node {
 	ch.t.Helper()
 	train := testData(ch.t)
 	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature, L2: 1e-4})
@@ -57,7 +57,7 @@ func (ch *churn) start(id string, cfg Config) *Syncer {
 	cfg.Model, cfg.Optimizer, cfg.Codec = mdl, opt, codec.Raw{}
 	cfg.Staleness, cfg.Iterations, cfg.BatchSize, cfg.Seed = ch.s, ch.iters, 10, 3
 	cfg.Shard = train.Shard(len(ch.order)%4, 4).Rows
-	n, err := NewSyncer(cfg, SyncConfig{})
+	n, err := New(cfg)
 	if err != nil {
 		ch.t.Fatal(err)
 	}

@@ -93,8 +93,11 @@ type Config struct {
 	// nil gets the defaults on first use. It holds state: one per node.
 	Robust *Robust
 	// Admission is a joiner's signed admission, which its hellos carry
-	// (see Syncer.Admit); nil for a founding member.
+	// (see Node.Admit); nil for a founding member.
 	Admission *Admission
+	// Sync tunes retransmission and the membership protocol's timing
+	// (see SyncConfig); zero values take the defaults.
+	Sync SyncConfig
 	// Overlay, when set, builds the router over the live members each time
 	// the membership protocol changes them (a pure function, such as
 	// halton.Build).
@@ -260,7 +263,7 @@ type Node struct {
 	// this node refused, or its donor did (see sign.go).
 	refused map[UpdateID]bool
 	// lastOwn is the update the last Train made, frame and signature, as
-	// its next hops receive it; the Syncer keeps it for retransmission.
+	// its next hops receive it, kept for retransmission.
 	lastOwn Update
 	stats   Stats
 	// joinedAt is the clock a node started from a snapshot began at; left
@@ -282,6 +285,38 @@ type Node struct {
 	digests     []ViewDigest
 	digestEvery uint64
 	digestKeep  int
+
+	// Retransmission and membership (see sync.go, liveness.go, catchup.go).
+	sc SyncConfig
+	// logs[i] holds the frames kept of members[i], sorted by clock; index
+	// maps a member to i.
+	logs  [][]retained
+	index map[string]int
+	bytes int
+	count int
+	// Cursors rotate requests over laggards and anti-entropy peers, so
+	// repeated calls cover everyone deterministically.
+	lagCursor, peerCursor int
+	// degraded is set while some member is down in this node's view.
+	degraded  bool
+	syncStats SyncStats
+	fresh     []int
+	proto     protocol
+	// gone holds, per origin, the clock up to which it said its updates
+	// are gone (see catchup.go).
+	gone map[string]uint64
+	// goneSince is one more than the tick of the first gone notice (0:
+	// none); behind holds the members told this node's updates are gone.
+	goneSince uint64
+	behind    map[string]bool
+	// replied holds, per requester, the bytes of the answers queued for it
+	// since the last Tick; MaxReplyBytes means its budget is spent.
+	replied map[string]int
+	// digestOffered is the latest digest's clock and the anti-entropy
+	// requests it went out with; digestChecked the newest row compared,
+	// per requester, so that a digest repeated is compared once.
+	digestOffered, digestOffers uint64
+	digestChecked               map[string]uint64
 }
 
 // New validates cfg and returns a node at clock 0 with a zero view.
@@ -294,6 +329,10 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.Staleness < 0 {
 		return nil, fmt.Errorf("node: staleness must be >= 0, got %d", cfg.Staleness)
+	}
+	sc := cfg.Sync
+	if err := sc.fill(cfg.Staleness); err != nil {
+		return nil, err
 	}
 	if cfg.BatchSize < 1 {
 		return nil, fmt.Errorf("node: batch size must be >= 1, got %d", cfg.BatchSize)
@@ -335,19 +374,21 @@ func New(cfg Config) (*Node, error) {
 		router = NewFullMesh(members)
 	}
 	n := &Node{
-		cfg:         cfg,
-		members:     members,
-		live:        live,
-		liveList:    slices.Clone(members),
-		router:      router,
-		vc:          NewVectorClock(),
-		committed:   make([]float64, cfg.Model.NumParams()),
-		pending:     map[uint64][]pendingUpdate{},
-		outbox:      map[string][]Update{},
-		sampler:     newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
-		stats:       Stats{Rejected: map[string]uint64{}},
-		digestEvery: DigestEvery(cfg.Model.NumParams()),
-		digestKeep:  defaultDigestKeep,
+		cfg:           cfg,
+		sc:            sc,
+		replied:       map[string]int{},
+		digestChecked: map[string]uint64{},
+		members:       members,
+		live:          live,
+		liveList:      slices.Clone(members),
+		router:        router,
+		vc:            NewVectorClock(),
+		committed:     make([]float64, cfg.Model.NumParams()),
+		pending:       map[uint64][]pendingUpdate{},
+		outbox:        map[string][]Update{},
+		sampler:       newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
+		stats:         Stats{Rejected: map[string]uint64{}},
+		digestEvery:   DigestEvery(cfg.Model.NumParams()),
 	}
 	if cfg.ErrorFeedback {
 		n.residual = make([]float64, cfg.Model.NumParams())
@@ -360,6 +401,15 @@ func New(cfg Config) (*Node, error) {
 			n.markRefused(id)
 		}
 	}
+	n.index = make(map[string]int, len(n.members))
+	for i, m := range n.members {
+		n.index[m] = i
+	}
+	n.logs = make([][]retained, len(n.members))
+	// Members' clocks differ by up to about a window, so a requester's
+	// latest digest is one the answerer still keeps.
+	n.digestKeep = 2 * n.sc.Window
+	n.initProtocol()
 	return n, nil
 }
 
@@ -413,9 +463,9 @@ func (n *Node) Stats() Stats {
 	return s
 }
 
-// CanTrain reports whether the node has iterations left and its staleness
-// gate is open.
-func (n *Node) CanTrain() bool {
+// canTrain reports whether iterations are left and the staleness gate is
+// open.
+func (n *Node) canTrain() bool {
 	if n.clock >= n.cfg.Iterations {
 		return false
 	}
@@ -430,9 +480,9 @@ func (n *Node) Done() bool {
 	return n.clock >= n.cfg.Iterations && n.allAtLeast(n.cfg.Iterations)
 }
 
-// PeerDown removes a member from the live set: the gate stops waiting for it
-// and rows commit without it. Updates it already sent stay in the view.
-func (n *Node) PeerDown(id string) {
+// peerDown is the view part of PeerDown: the live set, the gate and the
+// commit.
+func (n *Node) peerDown(id string) {
 	if id == n.cfg.ID || !n.live[id] {
 		return
 	}
@@ -474,11 +524,9 @@ func (n *Node) Evaluate(rows []dataset.Row) model.Metrics {
 	return n.cfg.Model.Evaluate(n.View(), rows)
 }
 
-// Train runs one local iteration: it reads the view, computes a mini-batch
-// gradient and the optimizer's update, encodes it, puts what receivers will
-// decode into its own view and queues the frame for its next hops.
-func (n *Node) Train() error {
-	if !n.CanTrain() {
+// train is the step part of Train (see there).
+func (n *Node) train() error {
+	if !n.canTrain() {
 		return ErrGateClosed
 	}
 	t := n.clock + 1
@@ -537,9 +585,9 @@ func (n *Node) withResidual(keys []uint64, delta []float64) codec.Sparse {
 	return u
 }
 
-// Receive handles one network message from peer from. Bad content is counted
-// and dropped; good updates are applied and relayed.
-func (n *Node) Receive(from string, data []byte) {
+// receive handles one message for the view: updates are checked, applied
+// and relayed; bad content is counted and dropped.
+func (n *Node) receive(from string, data []byte) {
 	updates, err := DecodeEnvelope(data)
 	if err != nil {
 		n.reject(RejectBadEnvelope)
@@ -806,13 +854,12 @@ func (n *Node) Relays(origin string) []string {
 	return out
 }
 
-// HasReady reports whether messages are queued for Ready.
-func (n *Node) HasReady() bool { return len(n.outbox) > 0 }
+// hasReady reports whether updates are queued for ready.
+func (n *Node) hasReady() bool { return len(n.outbox) > 0 }
 
-// Ready returns the messages queued since the last call: per next hop, the
-// updates due to it batched in as few envelopes as hold them within
-// MaxEnvelopeBytes, which every receiver refuses to exceed.
-func (n *Node) Ready() Ready {
+// ready hands out the queued updates per next hop, batched in as few
+// envelopes as hold them within MaxEnvelopeBytes.
+func (n *Node) ready() Ready {
 	if len(n.outbox) == 0 {
 		return Ready{}
 	}

@@ -7,17 +7,17 @@ import (
 	"github.com/sketchmesh/sketchmesh/model"
 )
 
-// partitionNet delivers messages between Syncers in FIFO order, except
+// partitionNet delivers messages between nodes in FIFO order, except
 // across the links it has cut.
 type partitionNet struct {
 	t     *testing.T
-	nodes map[string]*Syncer
+	nodes map[string]*Node
 	cut   map[[2]string]bool
 	queue []flight
 }
 
-func newPartitionNet(t *testing.T, nodes []*Syncer) *partitionNet {
-	pn := &partitionNet{t: t, nodes: map[string]*Syncer{}, cut: map[[2]string]bool{}}
+func newPartitionNet(t *testing.T, nodes []*Node) *partitionNet {
+	pn := &partitionNet{t: t, nodes: map[string]*Node{}, cut: map[[2]string]bool{}}
 	for _, n := range nodes {
 		pn.nodes[n.ID()] = n
 	}
@@ -82,7 +82,7 @@ func (pn *partitionNet) round() {
 }
 
 // ownClocks returns the clocks of the node's own frames it retains.
-func ownClocks(s *Syncer) []uint64 {
+func ownClocks(s *Node) []uint64 {
 	var out []uint64
 	for _, r := range s.logs[s.index[s.ID()]] {
 		out = append(out, r.clock)
@@ -104,7 +104,7 @@ func TestOwnFramesRetainedWithFactorsWhenAlone(t *testing.T) {
 	auth := macAuth{mesh: "m"}
 	for _, mode := range []FactorMode{FactorsAlways, FactorsAuto} {
 		t.Run(string(mode), func(t *testing.T) {
-			nodes, ids := newSyncersWith(t, 2, SyncConfig{}, func(c *Config) {
+			nodes, ids := newNodesWith(t, 2, SyncConfig{}, func(c *Config) {
 				c.Model, c.Factors, c.Auth = mdl, mode, auth
 				c.Optimizer, _ = model.NewOptimizer(model.SGD, 0.5, mdl.NumParams())
 				c.Staleness, c.Iterations = 1, 20

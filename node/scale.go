@@ -20,7 +20,7 @@ import "slices"
 //     once the partition heals, one step per side instead of one.
 //
 // A suspected member is down for everything but the scale: the gate and the
-// commit of rows do not wait for it, nothing is routed to it, and a Syncer
+// commit of rows do not wait for it, nothing is routed to it, and the node
 // keeps every frame while it is down, as for any member down without notice.
 // Which of the two a silent member is, the core cannot tell; the driver
 // decides, as it decides liveness. PeerUp returns either to the live set.
@@ -34,13 +34,8 @@ import "slices"
 // place that writes the map (New, setLive, start) writes an entry, so only
 // Suspect removes one.
 
-// Suspect takes member id out of the live set, as PeerDown does, but keeps
-// its share of the step (see above): the member is presumed alive and cut
-// off. It applies to a live or a dead member; PeerUp ends the suspicion with
-// the member back, DeclareDead with the member dead (PeerDown does nothing
-// to a suspected member: it is down already). The node's own id, members
-// that left and ids that are not members are ignored.
-func (n *Node) Suspect(id string) {
+// suspect is the view part of Suspect: the live set and the step scale.
+func (n *Node) suspect(id string) {
 	if id == n.cfg.ID || !n.isMember(id) {
 		return
 	}
@@ -48,17 +43,15 @@ func (n *Node) Suspect(id string) {
 		return
 	}
 	if n.live[id] {
-		n.PeerDown(id)
+		n.peerDown(id)
 	}
 	delete(n.live, id)
 }
 
-// DeclareDead takes member id out of the live set and out of the step
-// scale: PeerDown for a live member, the end of the suspicion for a
-// suspected one.
-func (n *Node) DeclareDead(id string) {
+// declareDead is the view part of DeclareDead.
+func (n *Node) declareDead(id string) {
 	if !n.Suspected(id) {
-		n.PeerDown(id)
+		n.peerDown(id)
 		return
 	}
 	n.live[id] = false
@@ -98,14 +91,22 @@ func (n *Node) isMember(id string) bool {
 	return ok
 }
 
-// Suspect marks a member suspected (see Node.Suspect).
-func (s *Syncer) Suspect(id string) {
-	s.Node.Suspect(id)
-	s.updateDegraded()
+// Suspect takes member id out of the live set, as PeerDown does, but keeps
+// its share of the step (see above): the member is presumed alive and cut
+// off. It applies to a live or a dead member; PeerUp ends the suspicion with
+// the member back, DeclareDead with the member dead (PeerDown does nothing
+// to a suspected member: it is down already). The node's own id, members
+// that left and ids that are not members are ignored. The failure detector
+// (Tick) calls it; a driver may too.
+func (n *Node) Suspect(id string) {
+	n.suspect(id)
+	n.updateDegraded()
 }
 
-// DeclareDead marks a member dead (see Node.DeclareDead).
-func (s *Syncer) DeclareDead(id string) {
-	s.Node.DeclareDead(id)
-	s.updateDegraded()
+// DeclareDead takes member id out of the live set and out of the step
+// scale: PeerDown for a live member, the end of the suspicion for a
+// suspected one.
+func (n *Node) DeclareDead(id string) {
+	n.declareDead(id)
+	n.updateDegraded()
 }

@@ -19,7 +19,7 @@ func (r *scaleRecorder) Update(g model.Gradient, scale float64) []float64 {
 	return r.Optimizer.Update(g, scale)
 }
 
-func newScaleNode(t *testing.T, id string, members []string, iterations uint64) (*Syncer, *scaleRecorder) {
+func newScaleNode(t *testing.T, id string, members []string, iterations uint64) (*Node, *scaleRecorder) {
 	t.Helper()
 	train := testData(t)
 	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature, L2: 1e-4})
@@ -32,8 +32,8 @@ func newScaleNode(t *testing.T, id string, members []string, iterations uint64) 
 	}
 	rec := &scaleRecorder{Optimizer: opt}
 	i := slices.Index(members, id)
-	n, err := NewSyncer(Config{ID: id, Members: members, Model: mdl, Optimizer: rec, Codec: codec.Raw{},
-		Iterations: iterations, BatchSize: 10, Seed: 1, Shard: train.Shard(i, len(members)).Rows}, SyncConfig{})
+	n, err := New(Config{ID: id, Members: members, Model: mdl, Optimizer: rec, Codec: codec.Raw{},
+		Iterations: iterations, BatchSize: 10, Seed: 1, Shard: train.Shard(i, len(members)).Rows})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestSuspectedMembersRejoinRows(t *testing.T) {
 	ids := []string{"a", "b"}
 	a, recA := newScaleNode(t, "a", ids, 6)
 	b, recB := newScaleNode(t, "b", ids, 6)
-	nodes := map[string]*Syncer{"a": a, "b": b}
+	nodes := map[string]*Node{"a": a, "b": b}
 	// exchange delivers msgs from a node and everything they lead to.
 	exchange := func(from string, msgs []Message) {
 		queue := []flight{}

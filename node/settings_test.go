@@ -474,7 +474,7 @@ func FuzzReadSnapshot(f *testing.F) {
 // started from the snapshot accepts; a member admitted above the rows
 // (High = Entry > Clock) is valid.
 func TestSnapshotCheckMembersAgreesWithStart(t *testing.T) {
-	nodes, _ := newSyncersWith(t, 1, SyncConfig{}, func(c *Config) { c.Staleness, c.Iterations = 1, 10 })
+	nodes, _ := newNodesWith(t, 1, SyncConfig{}, func(c *Config) { c.Staleness, c.Iterations = 1, 10 })
 	base := nodes[0].Config()
 	for _, c := range []struct {
 		name   string

@@ -146,7 +146,7 @@ func (n *Node) skip(u Update) {
 const RejectMarkedRefused = "marked_refused"
 
 // markRefused remembers that update id was refused, for the snapshots this
-// node gives (see Syncer.Snapshot). Only updates above the committed rows
+// node gives (see Node.Snapshot). Only updates above the committed rows
 // travel in a snapshot's Pending, so marks at or below them are dropped.
 func (n *Node) markRefused(id UpdateID) {
 	for r := range n.refused {

@@ -73,9 +73,9 @@ func (c chain) Forward(origin, at string) []string {
 	return nil
 }
 
-func newSigned(t *testing.T, p int, auth Authenticator, router Router, robust func() *Robust) ([]*Syncer, []string) {
+func newSigned(t *testing.T, p int, auth Authenticator, router Router, robust func() *Robust) ([]*Node, []string) {
 	t.Helper()
-	return newSyncersWith(t, p, SyncConfig{}, func(c *Config) {
+	return newNodesWith(t, p, SyncConfig{}, func(c *Config) {
 		c.Staleness, c.Iterations, c.Auth, c.Router = 1, 20, auth, router
 		if robust != nil {
 			c.Robust = robust()
@@ -429,7 +429,7 @@ func pendingOf(n *Node, origin string, clock uint64) []float32 {
 // joiner marks it heard without applying it, and passes the mark on.
 func TestJoinerDoesNotApplyRefusedUpdate(t *testing.T) {
 	auth := macAuth{mesh: "m"}
-	nodes, ids := newSyncersWith(t, 2, SyncConfig{}, func(c *Config) {
+	nodes, ids := newNodesWith(t, 2, SyncConfig{}, func(c *Config) {
 		c.Staleness, c.Iterations, c.Auth = 1, 1000, auth
 	})
 	a, m := nodes[0], nodes[1]
@@ -459,7 +459,7 @@ func TestJoinerDoesNotApplyRefusedUpdate(t *testing.T) {
 	}
 	cfg := a.Config()
 	cfg.ID, cfg.Members, cfg.Start, cfg.Robust = "node-02", nil, snap, nil
-	j, err := NewSyncer(cfg, SyncConfig{})
+	j, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func TestJoinerDoesNotApplyRefusedUpdate(t *testing.T) {
 	if !j.VectorClock().Has(ids[1], c) {
 		t.Fatalf("the joiner does not count m's clock %d as heard", c)
 	}
-	if pa, pj := pendingOf(a.Node, ids[1], c), pendingOf(j.Node, ids[1], c); pa != nil || pj != nil {
+	if pa, pj := pendingOf(a, ids[1], c), pendingOf(j, ids[1], c); pa != nil || pj != nil {
 		t.Fatalf("m's update of clock %d is pending with values %v at the donor and %v at the joiner, want none at either", c, pa, pj)
 	}
 	if again := j.Snapshot(); !slices.Equal(again.Refused, given.Refused) {

@@ -17,7 +17,7 @@ import (
 // member never saw, would leave a gap in the receiver's vector clock and close
 // its staleness gate for good. Sync closes such gaps by pulling:
 //
-//   - a Syncer keeps the frames it has applied: all of its own (up to
+//   - a node keeps the frames it has applied: all of its own (up to
 //     SyncConfig.History clocks) and, per other origin, the newest
 //     SyncConfig.Window clocks plus any still uncommitted; while it counts
 //     any member down, it keeps everything (up to History), since a member
@@ -307,72 +307,8 @@ type retained struct {
 	sig   []byte // the origin's signature, resent with the frame
 }
 
-// Syncer is a node core with retransmission: a Node that keeps the frames it
-// has applied and answers sync requests. It has every method of Node; those
-// it overrides (Receive, Train) feed the retention, and Receive also answers
-// sync requests. Like Node, it is owned by one goroutine.
-type Syncer struct {
-	*Node
-	sc SyncConfig
-	// logs[i] holds the frames kept of members[i], sorted by clock; index
-	// maps a member to i.
-	logs  [][]retained
-	index map[string]int
-	bytes int
-	count int
-	// Cursors rotate requests over laggards and anti-entropy peers, so
-	// repeated calls cover everyone deterministically.
-	lagCursor, peerCursor int
-	// degraded is set while some member is down in this node's view.
-	degraded  bool
-	syncStats SyncStats
-	fresh     []int
-	proto     protocol
-	// gone holds, per origin, the clock up to which it said its updates
-	// are gone (see catchup.go).
-	gone map[string]uint64
-	// goneSince is one more than the tick of the first gone notice (0:
-	// none); behind holds the members told this node's updates are gone.
-	goneSince uint64
-	behind    map[string]bool
-	// replied holds, per requester, the bytes of the answers queued for it
-	// since the last Tick; MaxReplyBytes means its budget is spent.
-	replied map[string]int
-	// digestOffered is the latest digest's clock and the anti-entropy
-	// requests it went out with; digestChecked the newest row compared,
-	// per requester, so that a digest repeated is compared once.
-	digestOffered, digestOffers uint64
-	digestChecked               map[string]uint64
-}
-
-// NewSyncer returns a node core for cfg with retransmission tuned by sc.
-func NewSyncer(cfg Config, sc SyncConfig) (*Syncer, error) {
-	if err := sc.fill(cfg.Staleness); err != nil {
-		return nil, err
-	}
-	n, err := New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	index := make(map[string]int, len(n.members))
-	for i, m := range n.members {
-		index[m] = i
-	}
-	s := &Syncer{Node: n, sc: sc, logs: make([][]retained, len(n.members)), index: index, replied: map[string]int{},
-		digestChecked: map[string]uint64{}}
-	// Members' clocks differ by up to about a window, so a requester's
-	// latest digest is one the answerer still keeps.
-	n.digestKeep = 2 * sc.Window
-	s.initProtocol()
-	return s, nil
-}
-
-// PeerUp returns a member to the live set, the inverse of PeerDown: the gate
-// waits for it again and rows commit only with its updates. Rows already
-// committed without it stay committed; its updates for those clocks are
-// still added to the view when they arrive (read as pending). Like PeerDown,
-// it is the driver's decision.
-func (n *Node) PeerUp(id string) {
+// peerUp is the view part of PeerUp.
+func (n *Node) peerUp(id string) {
 	if id == n.cfg.ID || n.live[id] {
 		return
 	}
@@ -382,69 +318,79 @@ func (n *Node) PeerUp(id string) {
 	n.setLive(id, true)
 }
 
-// PeerDown marks a member down (see Node.PeerDown).
-func (s *Syncer) PeerDown(id string) {
-	s.Node.PeerDown(id)
-	s.updateDegraded()
+// PeerDown removes a member from the live set: the gate stops waiting for it
+// and rows commit without it. Updates it already sent stay in the view, and
+// while any member is down the node keeps the frames of every origin (up to
+// SyncConfig.History), so a member cut off can catch up after a heal.
+func (n *Node) PeerDown(id string) {
+	n.peerDown(id)
+	n.updateDegraded()
 }
 
-// PeerUp marks a member live again (see Node.PeerUp).
-func (s *Syncer) PeerUp(id string) {
-	s.Node.PeerUp(id)
-	s.updateDegraded()
+// PeerUp returns a member to the live set, the inverse of PeerDown: the gate
+// waits for it again and rows commit only with its updates. Rows already
+// committed without it stay committed; its updates for those clocks are
+// still added to the view when they arrive (read as pending).
+func (n *Node) PeerUp(id string) {
+	n.peerUp(id)
+	n.updateDegraded()
 }
 
-// AddMember admits a member (see Node.AddMember) and starts keeping its
-// frames.
-func (s *Syncer) AddMember(id string, entry uint64) {
-	s.Node.AddMember(id, entry)
-	if s.isMember(id) {
-		s.trackMember(id)
+// AddMember admits member id, live, with entry as its vector clock entry:
+// its first update is entry+1, and the node starts keeping its frames. A
+// member already known is only marked live again (see PeerUp); its entry is
+// never moved back.
+func (n *Node) AddMember(id string, entry uint64) {
+	n.addMember(id, entry)
+	if n.isMember(id) {
+		n.trackMember(id)
 	}
-	if _, ok := s.index[id]; !ok {
-		if _, member := slices.BinarySearch(s.members, id); member {
-			s.index[id] = len(s.logs)
-			s.logs = append(s.logs, nil)
+	if _, ok := n.index[id]; !ok {
+		if _, member := slices.BinarySearch(n.members, id); member {
+			n.index[id] = len(n.logs)
+			n.logs = append(n.logs, nil)
 		}
 	}
-	s.updateDegraded()
+	n.updateDegraded()
 }
 
-// Leave records a member's departure (see Node.Leave). A member that left
-// with notice does not make the node keep everything, as one that is down
-// does: it announced its last clock, and nobody will need more of it.
-func (s *Syncer) Leave(id string, last uint64) {
-	s.Node.Leave(id, last)
-	s.updateDegraded()
+// Leave records that member id stops after its update last. It stays in the
+// live set until the view holds its updates up to last (they may still be
+// in flight when the notice arrives), then leaves it (see PeerDown);
+// anti-entropy never asks for its updates above last. Unlike a member that
+// is down, one that left with notice does not make the node keep every
+// frame: it announced its last clock, and nobody will need more of it.
+func (n *Node) Leave(id string, last uint64) {
+	n.leave(id, last)
+	n.updateDegraded()
 }
 
 // updateDegraded sets degraded while some member is down without having
 // left.
-func (s *Syncer) updateDegraded() {
-	s.degraded = false
-	for _, m := range s.members {
-		if _, gone := s.left[m]; !s.live[m] && !gone {
-			s.degraded = true
+func (n *Node) updateDegraded() {
+	n.degraded = false
+	for _, m := range n.members {
+		if _, gone := n.left[m]; !n.live[m] && !gone {
+			n.degraded = true
 			return
 		}
 	}
 }
 
-// Snapshot returns the node's committed rows for a joiner (see
-// Node.Snapshot), with the frames it keeps of updates above them, so the
-// joiner need not fetch those from their origins, and the marks of those
-// it refused.
-func (s *Syncer) Snapshot() Snapshot {
-	snap := s.Node.Snapshot()
-	for _, m := range s.members {
-		i, ok := s.index[m]
+// Snapshot returns the node's committed rows for a joiner (see Rows), with
+// the frames it keeps of updates above them, so the joiner need not fetch
+// those from their origins, and the marks of those it refused.
+func (n *Node) Snapshot() Snapshot {
+	snap := n.Rows()
+	for _, m := range n.members {
+		i, ok := n.index[m]
 		if !ok {
 			continue
 		}
-		for _, r := range s.logs[i] {
+		for _, r := range n.logs[i] {
 			if r.clock > snap.Clock {
 				snap.Pending = append(snap.Pending, Update{Origin: m, Clock: r.clock, Frame: r.frame, Sig: r.sig})
-				if id := (UpdateID{Origin: m, Clock: r.clock}); s.refused[id] {
+				if id := (UpdateID{Origin: m, Clock: r.clock}); n.refused[id] {
 					snap.Refused = append(snap.Refused, id)
 				}
 			}
@@ -453,54 +399,56 @@ func (s *Syncer) Snapshot() Snapshot {
 	return snap
 }
 
-// Receive handles one network message: a sync request is answered (the
-// answer goes out with the next Ready), anything else goes to the node core,
-// and every update the core applies is retained.
-func (s *Syncer) Receive(from string, data []byte) {
+// Receive handles one network message from peer from: an announcement goes
+// to the membership protocol, a sync request is answered (the answer goes
+// out with the next Ready), a gone notice to the catch-up; updates are
+// checked, applied, relayed and retained. Bad content is counted and
+// dropped.
+func (n *Node) Receive(from string, data []byte) {
 	if IsAnnouncement(data) {
-		s.receiveAnnouncement(from, data)
+		n.receiveAnnouncement(from, data)
 		return
 	}
-	if s.isMember(from) {
-		s.heard(from)
+	if n.isMember(from) {
+		n.heard(from)
 	}
 	if IsSyncMessage(data) {
 		if isGone(data) {
-			s.handleGone(from, data)
+			n.handleGone(from, data)
 			return
 		}
-		s.handleSync(from, data)
+		n.handleSync(from, data)
 		return
 	}
 	updates, err := DecodeEnvelope(data)
 	if err != nil {
-		s.Node.Receive(from, data) // counts the bad envelope
+		n.receive(from, data) // counts the bad envelope
 		return
 	}
 	// An update the core applies is one it did not hold before and holds
 	// after. Decoding the envelope a second time is cheap: frames alias data.
-	s.fresh = s.fresh[:0]
+	n.fresh = n.fresh[:0]
 	for i, u := range updates {
-		if !s.vc.Has(u.Origin, u.Clock) {
-			s.fresh = append(s.fresh, i)
+		if !n.vc.Has(u.Origin, u.Clock) {
+			n.fresh = append(n.fresh, i)
 		}
 	}
-	s.Node.Receive(from, data)
-	for k, i := range s.fresh {
+	n.receive(from, data)
+	for k, i := range n.fresh {
 		u := updates[i]
-		if !s.vc.Has(u.Origin, u.Clock) {
+		if !n.vc.Has(u.Origin, u.Clock) {
 			continue
 		}
 		// With two copies of one update in an envelope, the first that
 		// passed the core's checks was applied; which one that was is not
 		// observable here, so keep neither (the origin keeps its own).
-		if repeated(updates, s.fresh, k) {
+		if repeated(updates, n.fresh, k) {
 			continue
 		}
-		s.retain(u.Origin, u.Clock, slices.Clone(u.Frame), slices.Clone(u.Sig))
+		n.retain(u.Origin, u.Clock, slices.Clone(u.Frame), slices.Clone(u.Sig))
 	}
-	s.releaseWithholders()
-	s.noteGate()
+	n.releaseWithholders()
+	n.noteGate()
 }
 
 // repeated reports whether the update at fresh[k] occurs more than once in
@@ -515,104 +463,106 @@ func repeated(updates []Update, fresh []int, k int) bool {
 	return false
 }
 
-// Train runs one local iteration (see Node.Train) and keeps its frame and
-// signature, which the core hands over whether or not any next hop is live.
-func (s *Syncer) Train() error {
-	if s.proto.leaving || s.proto.rejoin != "" {
+// Train runs one local iteration: it reads the view, computes a mini-batch
+// gradient and the optimizer's update, encodes it, puts what receivers will
+// decode into its own view and queues the frame for its next hops. The node
+// keeps its own frame and signature whether or not any next hop is live.
+func (n *Node) Train() error {
+	if n.proto.leaving || n.proto.rejoin != "" {
 		return ErrGateClosed
 	}
-	s.observeRound()
-	if err := s.Node.Train(); err != nil {
+	n.observeRound()
+	if err := n.train(); err != nil {
 		return err
 	}
-	u := s.lastOwn
-	s.retain(u.Origin, u.Clock, u.Frame, u.Sig)
+	u := n.lastOwn
+	n.retain(u.Origin, u.Clock, u.Frame, u.Sig)
 	return nil
 }
 
-// CanTrain reports whether the node may run its next iteration (see
-// Node.CanTrain); never once it is leaving.
-func (s *Syncer) CanTrain() bool {
-	return !s.proto.leaving && s.proto.rejoin == "" && s.Node.CanTrain()
+// CanTrain reports whether the node has iterations left and its staleness
+// gate is open; never once it is leaving or must rejoin.
+func (n *Node) CanTrain() bool {
+	return !n.proto.leaving && n.proto.rejoin == "" && n.canTrain()
 }
 
 // HasReady reports whether Ready has anything to hand out.
-func (s *Syncer) HasReady() bool {
-	p := &s.proto
-	return s.Node.HasReady() || len(p.bcast) > 0 || len(p.direct) > 0 || len(p.events) > 0
+func (n *Node) HasReady() bool {
+	p := &n.proto
+	return n.hasReady() || len(p.bcast) > 0 || len(p.direct) > 0 || len(p.events) > 0
 }
 
 // retain keeps frame as origin's update of clock and drops what the
 // retention rules no longer require.
-func (s *Syncer) retain(origin string, clock uint64, frame, sig []byte) {
-	i, ok := s.index[origin]
+func (n *Node) retain(origin string, clock uint64, frame, sig []byte) {
+	i, ok := n.index[origin]
 	if !ok {
 		return
 	}
-	log := s.logs[i]
+	log := n.logs[i]
 	j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
 	if found {
 		return
 	}
 	log = slices.Insert(log, j, retained{clock: clock, frame: frame, sig: sig})
-	s.bytes += len(frame)
-	s.count++
+	n.bytes += len(frame)
+	n.count++
 	drop := 0
-	if origin != s.cfg.ID && s.live[origin] && !s.degraded {
+	if origin != n.cfg.ID && n.live[origin] && !n.degraded {
 		newest := log[len(log)-1].clock
-		for drop < len(log) && log[drop].clock+uint64(s.sc.Window) <= newest && log[drop].clock <= s.committedClock {
+		for drop < len(log) && log[drop].clock+uint64(n.sc.Window) <= newest && log[drop].clock <= n.committedClock {
 			drop++
 		}
 	}
-	drop = max(drop, len(log)-s.sc.History)
+	drop = max(drop, len(log)-n.sc.History)
 	for _, r := range log[:drop] {
-		s.bytes -= len(r.frame)
+		n.bytes -= len(r.frame)
 	}
-	s.count -= drop
+	n.count -= drop
 	if drop > 0 {
 		// Copy down rather than reslice, so the dropped frames are freed.
 		log = slices.Delete(log, 0, drop)
 	}
-	s.logs[i] = log
+	n.logs[i] = log
 }
 
 // handleSync answers a sync request by queueing, for the requester, the
 // retained updates it asks for: per origin, the clocks above its entry and
 // at most the clamped Upto (syncLimit), oldest first, within what is left of
 // the requester's budget for this round (see Ready).
-func (s *Syncer) handleSync(from string, data []byte) {
-	if s.proto.rejoin != "" {
+func (n *Node) handleSync(from string, data []byte) {
+	if n.proto.rejoin != "" {
 		// Its state is about to be dropped: what it holds must not
 		// spread.
 		return
 	}
 	req, err := DecodeSync(data)
 	if err != nil {
-		s.reject(RejectBadSync)
+		n.reject(RejectBadSync)
 		return
 	}
-	if _, ok := s.index[from]; !ok || from == s.cfg.ID {
-		s.reject(RejectNotMember)
+	if _, ok := n.index[from]; !ok || from == n.cfg.ID {
+		n.reject(RejectNotMember)
 		return
 	}
-	used := s.replied[from]
-	if used >= s.sc.MaxReplyBytes {
-		s.reject(RejectSyncBudget)
+	used := n.replied[from]
+	if used >= n.sc.MaxReplyBytes {
+		n.reject(RejectSyncBudget)
 		return
 	}
-	s.syncStats.RequestsServed++
-	s.compareDigest(from, req.Digest)
-	defer func() { s.replied[from] = used }()
+	n.syncStats.RequestsServed++
+	n.compareDigest(from, req.Digest)
+	defer func() { n.replied[from] = used }()
 	for _, e := range req.Have {
-		i, ok := s.index[e.Origin]
+		i, ok := n.index[e.Origin]
 		if !ok {
 			continue
 		}
-		if e.Origin == s.cfg.ID && s.answerGone(from, e.Clock) {
+		if e.Origin == n.cfg.ID && n.answerGone(from, e.Clock) {
 			continue
 		}
-		limit := s.syncLimit(e, req.Upto)
-		log := s.logs[i]
+		limit := n.syncLimit(e, req.Upto)
+		log := n.logs[i]
 		j, _ := slices.BinarySearchFunc(log, e.Clock+1, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
 		// Only what continues the requester's entry: updates above a gap
 		// this node cannot fill either may be gone for good (a split that
@@ -626,14 +576,14 @@ func (s *Syncer) handleSync(from string, data []byte) {
 			size := updateWireBytes(u)
 			// One update larger than the whole budget still goes, alone,
 			// or it could never be fetched.
-			if used+size > s.sc.MaxReplyBytes && used > 0 {
-				used = s.sc.MaxReplyBytes
+			if used+size > n.sc.MaxReplyBytes && used > 0 {
+				used = n.sc.MaxReplyBytes
 				return
 			}
 			used += size
-			s.outbox[from] = append(s.outbox[from], u)
-			s.syncStats.UpdatesResent++
-			s.syncStats.ResentBytes += uint64(len(u.Frame))
+			n.outbox[from] = append(n.outbox[from], u)
+			n.syncStats.UpdatesResent++
+			n.syncStats.ResentBytes += uint64(len(u.Frame))
 		}
 	}
 }
@@ -642,24 +592,25 @@ func (s *Syncer) handleSync(from string, data []byte) {
 // requester can be missing of e's origin that this node can hold: its own
 // updates exist up to its clock, another origin's are accepted up to
 // acceptBound, and no origin's are kept for more than History clocks.
-func (s *Syncer) syncLimit(e SyncEntry, upto uint64) uint64 {
-	held := s.acceptBound()
-	if e.Origin == s.cfg.ID {
-		held = s.clock
+func (n *Node) syncLimit(e SyncEntry, upto uint64) uint64 {
+	held := n.acceptBound()
+	if e.Origin == n.cfg.ID {
+		held = n.clock
 	}
 	limit := min(upto, held)
-	if span := uint64(s.sc.History); e.Clock <= ^uint64(0)-span {
+	if span := uint64(n.sc.History); e.Clock <= ^uint64(0)-span {
 		limit = min(limit, e.Clock+span)
 	}
 	return limit
 }
 
-// Ready returns what the driver must do: the envelopes and sync answers
-// queued since the last call (see Node.Ready), and the membership
-// protocol's messages, broadcasts and events.
-func (s *Syncer) Ready() Ready {
-	rd := s.Node.Ready()
-	s.takeProtocolOutput(&rd)
+// Ready returns what the driver must do: per next hop, the updates due to it
+// batched in as few envelopes as hold them within MaxEnvelopeBytes (which
+// every receiver refuses to exceed), the sync answers queued since the last
+// call, and the membership protocol's messages, broadcasts and events.
+func (n *Node) Ready() Ready {
+	rd := n.ready()
+	n.takeProtocolOutput(&rd)
 	return rd
 }
 
@@ -671,38 +622,38 @@ func (s *Syncer) Ready() Ready {
 // next laggards in turn. It returns nil when nothing holds the node back.
 // The driver sends the requests like any other message; answers arrive as
 // envelopes.
-func (s *Syncer) SyncRequest() []Message {
-	need := s.syncNeed()
+func (n *Node) SyncRequest() []Message {
+	need := n.syncNeed()
 	if need == 0 {
 		return nil
 	}
 	var laggards []string
-	for _, q := range s.Live() {
-		if q != s.cfg.ID && s.vc.Get(q) < need {
+	for _, q := range n.Live() {
+		if q != n.cfg.ID && n.vc.Get(q) < need {
 			laggards = append(laggards, q)
 		}
 	}
 	if len(laggards) == 0 {
 		return nil
 	}
-	upto := s.clock + uint64(s.cfg.Staleness) + 1
-	start := s.lagCursor % len(laggards)
-	k := min(s.sc.Fanout, len(laggards))
-	s.lagCursor = start + k
+	upto := n.clock + uint64(n.cfg.Staleness) + 1
+	start := n.lagCursor % len(laggards)
+	k := min(n.sc.Fanout, len(laggards))
+	n.lagCursor = start + k
 	out := make([]Message, 0, 2*k)
 	for i := range k {
 		q := laggards[(start+i)%len(laggards)]
-		req := SyncMessage{Upto: upto, Have: []SyncEntry{{Origin: q, Clock: s.vc.Get(q)}}}
+		req := SyncMessage{Upto: upto, Have: []SyncEntry{{Origin: q, Clock: n.vc.Get(q)}}}
 		// A member that announced its departure is gone; others hold
 		// what it sent before it left.
-		if !s.Leaving(q) {
-			out = append(out, s.request(q, req))
+		if !n.Leaving(q) {
+			out = append(out, n.request(q, req))
 		}
 		// The same question to another member, in turn: the laggard may be
 		// unreachable from here (a link with no path), while its updates
 		// reached others, who keep them (Window).
-		if other := s.otherThan(q); other != "" {
-			out = append(out, s.request(other, req))
+		if other := n.otherThan(q); other != "" {
+			out = append(out, n.request(other, req))
 		}
 	}
 	return out
@@ -710,12 +661,12 @@ func (s *Syncer) SyncRequest() []Message {
 
 // otherThan returns the next live member in turn that is neither this node,
 // nor q, nor leaving; "" when there is none.
-func (s *Syncer) otherThan(q string) string {
-	live := s.Live()
+func (n *Node) otherThan(q string) string {
+	live := n.Live()
 	for range live {
-		m := live[s.peerCursor%len(live)]
-		s.peerCursor++
-		if m != s.cfg.ID && m != q && !s.Leaving(m) {
+		m := live[n.peerCursor%len(live)]
+		n.peerCursor++
+		if m != n.cfg.ID && m != q && !n.Leaving(m) {
 			return m
 		}
 	}
@@ -731,87 +682,87 @@ func (s *Syncer) otherThan(q string) string {
 // when the node lacks nothing, it goes out alone until it has been offered
 // to every other live member once. AntiEntropy returns nil when there is
 // nothing to ask or to offer (or no other live member to ask).
-func (s *Syncer) AntiEntropy() []Message {
-	live := s.Live()
+func (n *Node) AntiEntropy() []Message {
+	live := n.Live()
 	if len(live) < 2 {
 		return nil
 	}
 	var upto uint64
 	switch {
-	case s.clock >= s.cfg.Iterations:
-		upto = s.cfg.Iterations
-	case s.clock > uint64(s.cfg.Staleness)+1:
-		upto = s.clock - uint64(s.cfg.Staleness) - 1
+	case n.clock >= n.cfg.Iterations:
+		upto = n.cfg.Iterations
+	case n.clock > uint64(n.cfg.Staleness)+1:
+		upto = n.clock - uint64(n.cfg.Staleness) - 1
 	}
 	var have []SyncEntry
-	for _, m := range s.members {
+	for _, m := range n.members {
 		want := upto
-		if last, gone := s.left[m]; gone {
+		if last, gone := n.left[m]; gone {
 			want = min(want, last)
 		}
-		if m != s.cfg.ID && s.vc.Get(m) < want {
-			have = append(have, SyncEntry{Origin: m, Clock: s.vc.Get(m)})
+		if m != n.cfg.ID && n.vc.Get(m) < want {
+			have = append(have, SyncEntry{Origin: m, Clock: n.vc.Get(m)})
 		}
 	}
-	digest := s.LatestDigest()
-	if digest.Clock != s.digestOffered {
-		s.digestOffered, s.digestOffers = digest.Clock, 0
+	digest := n.LatestDigest()
+	if digest.Clock != n.digestOffered {
+		n.digestOffered, n.digestOffers = digest.Clock, 0
 	}
-	if len(have) == 0 && (digest.Clock == 0 || s.digestOffers >= uint64(len(live)-1)) {
+	if len(have) == 0 && (digest.Clock == 0 || n.digestOffers >= uint64(len(live)-1)) {
 		return nil
 	}
-	s.digestOffers++
+	n.digestOffers++
 	// Walk the live members after this node's own place, one per request.
-	self, _ := slices.BinarySearch(live, s.cfg.ID)
-	peer := live[(self+1+s.peerCursor%(len(live)-1))%len(live)]
-	s.peerCursor++
-	return []Message{s.request(peer, SyncMessage{Upto: upto, Have: have, Digest: digest})}
+	self, _ := slices.BinarySearch(live, n.cfg.ID)
+	peer := live[(self+1+n.peerCursor%(len(live)-1))%len(live)]
+	n.peerCursor++
+	return []Message{n.request(peer, SyncMessage{Upto: upto, Have: have, Digest: digest})}
 }
 
 // compareDigest compares a requester's view digest with this node's own of
 // the same row, once per requester and row, and reports a difference.
-func (s *Syncer) compareDigest(from string, d ViewDigest) {
-	if d.Clock == 0 || d.Clock <= s.digestChecked[from] {
+func (n *Node) compareDigest(from string, d ViewDigest) {
+	if d.Clock == 0 || d.Clock <= n.digestChecked[from] {
 		return
 	}
-	own, ok := s.DigestAt(d.Clock)
+	own, ok := n.DigestAt(d.Clock)
 	if !ok {
 		return
 	}
-	s.digestChecked[from] = d.Clock
-	s.syncStats.DigestsCompared++
+	n.digestChecked[from] = d.Clock
+	n.syncStats.DigestsCompared++
 	if own == d.Sum {
 		return
 	}
-	s.syncStats.ViewDivergence++
-	s.syncStats.DivergedFrom, s.syncStats.DivergedAt = from, d.Clock
-	s.proto.events = append(s.proto.events, Event{Kind: EventDiverged, Member: from, Clock: d.Clock})
+	n.syncStats.ViewDivergence++
+	n.syncStats.DivergedFrom, n.syncStats.DivergedAt = from, d.Clock
+	n.proto.events = append(n.proto.events, Event{Kind: EventDiverged, Member: from, Clock: d.Clock})
 }
 
-func (s *Syncer) request(to string, m SyncMessage) Message {
+func (n *Node) request(to string, m SyncMessage) Message {
 	data := EncodeSync(m)
-	s.syncStats.RequestsSent++
-	s.syncStats.RequestBytes += uint64(len(data))
+	n.syncStats.RequestsSent++
+	n.syncStats.RequestBytes += uint64(len(data))
 	return Message{To: to, Data: data}
 }
 
 // syncNeed is the entry every live member must reach for the node to make
 // progress: clock − s before its next iteration, the last iteration once it
 // has run them all; 0 when it needs nothing.
-func (s *Syncer) syncNeed() uint64 {
-	if s.clock >= s.cfg.Iterations {
-		return s.cfg.Iterations
+func (n *Node) syncNeed() uint64 {
+	if n.clock >= n.cfg.Iterations {
+		return n.cfg.Iterations
 	}
-	if need := int64(s.clock) - int64(s.cfg.Staleness); need > 0 {
+	if need := int64(n.clock) - int64(n.cfg.Staleness); need > 0 {
 		return uint64(need)
 	}
 	return 0
 }
 
 // SyncStats returns the node's retransmission counters.
-func (s *Syncer) SyncStats() SyncStats {
-	st := s.syncStats
-	st.Retained = s.count
-	st.RetainedBytes = s.bytes
+func (n *Node) SyncStats() SyncStats {
+	st := n.syncStats
+	st.Retained = n.count
+	st.RetainedBytes = n.bytes
 	return st
 }

@@ -13,14 +13,14 @@ import (
 	"github.com/sketchmesh/sketchmesh/model"
 )
 
-func newSyncers(t *testing.T, p, staleness int, iterations uint64, sc SyncConfig) ([]*Syncer, []string) {
+func newNodes(t *testing.T, p, staleness int, iterations uint64, sc SyncConfig) ([]*Node, []string) {
 	t.Helper()
-	return newSyncersWith(t, p, sc, func(c *Config) { c.Staleness, c.Iterations = staleness, iterations })
+	return newNodesWith(t, p, sc, func(c *Config) { c.Staleness, c.Iterations = staleness, iterations })
 }
 
-// newSyncersWith builds p Syncers training logistic regression with SGD on
+// newNodesWith builds p nodes training logistic regression with SGD on
 // rcv1 shards; adjust changes each node's config before it is built.
-func newSyncersWith(t *testing.T, p int, sc SyncConfig, adjust func(*Config)) ([]*Syncer, []string) {
+func newNodesWith(t *testing.T, p int, sc SyncConfig, adjust func(*Config)) ([]*Node, []string) {
 	t.Helper()
 	train := testData(t)
 	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature, L2: 1e-4})
@@ -31,7 +31,7 @@ func newSyncersWith(t *testing.T, p int, sc SyncConfig, adjust func(*Config)) ([
 	for i := range ids {
 		ids[i] = fmt.Sprintf("node-%02d", i)
 	}
-	out := make([]*Syncer, p)
+	out := make([]*Node, p)
 	for i, id := range ids {
 		opt, err := model.NewOptimizer(model.SGD, 1, mdl.NumParams())
 		if err != nil {
@@ -42,7 +42,8 @@ func newSyncersWith(t *testing.T, p int, sc SyncConfig, adjust func(*Config)) ([
 			BatchSize: 5, Seed: 1, Shard: train.Shard(i, p).Rows,
 		}
 		adjust(&cfg)
-		if out[i], err = NewSyncer(cfg, sc); err != nil {
+		cfg.Sync = sc
+		if out[i], err = New(cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,8 +52,8 @@ func newSyncersWith(t *testing.T, p int, sc SyncConfig, adjust func(*Config)) ([
 
 // deliver hands every message in msgs to its addressee, except those drop
 // refuses, and returns what the receivers queued in turn.
-func deliver(nodes []*Syncer, from string, msgs []Message, drop func(to string) bool) []flight {
-	byID := map[string]*Syncer{}
+func deliver(nodes []*Node, from string, msgs []Message, drop func(to string) bool) []flight {
+	byID := map[string]*Node{}
 	for _, n := range nodes {
 		byID[n.ID()] = n
 	}
@@ -71,7 +72,7 @@ func deliver(nodes []*Syncer, from string, msgs []Message, drop func(to string) 
 }
 
 // settle delivers messages until none is left.
-func settle(nodes []*Syncer, queue []flight) {
+func settle(nodes []*Node, queue []flight) {
 	for len(queue) > 0 {
 		f := queue[0]
 		queue = append(queue[1:], deliver(nodes, f.from, []Message{{To: f.to, Data: f.data}}, nil)...)
@@ -183,7 +184,7 @@ func FuzzDecodeSync(f *testing.F) {
 // laggard brings it back, and a second resend is a duplicate, not a second
 // application.
 func TestSyncRecoversLostUpdate(t *testing.T) {
-	nodes, ids := newSyncers(t, 3, 0, 5, SyncConfig{})
+	nodes, ids := newNodes(t, 3, 0, 5, SyncConfig{})
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	for _, n := range nodes {
 		if err := n.Train(); err != nil {
@@ -230,7 +231,7 @@ func TestSyncRecoversLostUpdate(t *testing.T) {
 // The last update of a member that died reached one peer only; anti-entropy
 // carries it to the other even though nobody waits for the dead member.
 func TestSyncSpreadsDeadOriginsUpdates(t *testing.T) {
-	nodes, ids := newSyncers(t, 3, 0, 1, SyncConfig{})
+	nodes, ids := newNodes(t, 3, 0, 1, SyncConfig{})
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	if got := b.AntiEntropy(); got != nil {
 		t.Fatalf("anti-entropy at clock 0 asks for something: %d requests", len(got))
@@ -270,7 +271,7 @@ func TestSyncSpreadsDeadOriginsUpdates(t *testing.T) {
 // An answer never holds updates the requester would reject as too far
 // ahead, and respects the byte budget.
 func TestSyncAnswerBounds(t *testing.T) {
-	nodes, ids := newSyncers(t, 2, 1, 10, SyncConfig{})
+	nodes, ids := newNodes(t, 2, 1, 10, SyncConfig{})
 	a := nodes[0]
 	// a runs ahead alone (b's updates are not needed with b down).
 	a.PeerDown(ids[1])
@@ -293,7 +294,7 @@ func TestSyncAnswerBounds(t *testing.T) {
 		t.Fatalf("answer holds clocks %v, want 1..3", clocksOf(ups))
 	}
 
-	small, _ := newSyncers(t, 2, 1, 10, SyncConfig{MaxReplyBytes: 1})
+	small, _ := newNodes(t, 2, 1, 10, SyncConfig{MaxReplyBytes: 1})
 	small[0].PeerDown(ids[1])
 	for range 3 {
 		if err := small[0].Train(); err != nil {
@@ -319,7 +320,7 @@ func clocksOf(ups []Update) []uint64 {
 // Others' frames are kept for Window clocks once committed; the node's own
 // for History clocks.
 func TestSyncRetentionWindow(t *testing.T) {
-	nodes, ids := newSyncers(t, 2, 0, 40, SyncConfig{Window: 2, History: 8})
+	nodes, ids := newNodes(t, 2, 0, 40, SyncConfig{Window: 2, History: 8})
 	a, b := nodes[0], nodes[1]
 	for range 20 {
 		for _, n := range nodes {
@@ -350,7 +351,7 @@ func TestSyncRetentionWindow(t *testing.T) {
 // the window: the member that is down may need them after a heal, when
 // their origin may be gone.
 func TestSyncRetentionWhileDegraded(t *testing.T) {
-	nodes, ids := newSyncers(t, 3, 0, 40, SyncConfig{Window: 2, History: 6})
+	nodes, ids := newNodes(t, 3, 0, 40, SyncConfig{Window: 2, History: 6})
 	a, b := nodes[0], nodes[1]
 	a.PeerDown(ids[2])
 	b.PeerDown(ids[2])
@@ -374,7 +375,7 @@ func TestSyncRetentionWhileDegraded(t *testing.T) {
 }
 
 func TestPeerUpClosesGateAgain(t *testing.T) {
-	nodes, ids := newSyncers(t, 2, 0, 5, SyncConfig{})
+	nodes, ids := newNodes(t, 2, 0, 5, SyncConfig{})
 	a := nodes[0]
 	a.PeerDown(ids[1])
 	if err := a.Train(); err != nil {
@@ -395,7 +396,7 @@ func TestPeerUpClosesGateAgain(t *testing.T) {
 }
 
 func TestSyncRejectsBadRequests(t *testing.T) {
-	nodes, ids := newSyncers(t, 2, 0, 5, SyncConfig{})
+	nodes, ids := newNodes(t, 2, 0, 5, SyncConfig{})
 	a := nodes[0]
 	a.Receive(ids[1], []byte{0x96, 0x02, 0xff})
 	a.Receive("intruder", EncodeSync(SyncMessage{Upto: 1, Have: []SyncEntry{{ids[0], 0}}}))
@@ -408,8 +409,11 @@ func TestSyncRejectsBadRequests(t *testing.T) {
 	}
 }
 
-func TestNewSyncerRejectsSmallWindow(t *testing.T) {
-	_, err := NewSyncer(Config{ID: "a", Members: []string{"a"}, Staleness: 3}, SyncConfig{Window: 4})
+func TestNewRejectsSmallSyncWindow(t *testing.T) {
+	nodes, _ := newNodes(t, 1, 3, 1, SyncConfig{})
+	cfg := nodes[0].Config()
+	cfg.Sync = SyncConfig{Window: 4}
+	_, err := New(cfg)
 	if err == nil || !strings.Contains(err.Error(), "staleness+2") {
 		t.Fatalf("error %v", err)
 	}
@@ -427,7 +431,7 @@ func TestSyncCorpusIsCanonical(t *testing.T) {
 // ways. The updates of each still reach the other through c, which is asked
 // for them along with the laggard itself, and all three run to the end.
 func TestSyncRoutesAroundADeadLink(t *testing.T) {
-	nodes, ids := newSyncers(t, 3, 1, 8, SyncConfig{})
+	nodes, ids := newNodes(t, 3, 1, 8, SyncConfig{})
 	cut := func(from, to string) bool {
 		return (from == ids[0] && to == ids[1]) || (from == ids[1] && to == ids[0])
 	}
@@ -507,7 +511,7 @@ func wireBytes(t *testing.T, msgs []Message) (total int, ups []Update) {
 // the round are dropped and counted, and the next round has a new budget.
 func TestSyncAnswerBudgetPerRound(t *testing.T) {
 	const budget = 64 << 10
-	nodes, ids := newSyncers(t, 2, 1, 300, SyncConfig{MaxReplyBytes: budget})
+	nodes, ids := newNodes(t, 2, 1, 300, SyncConfig{MaxReplyBytes: budget})
 	a := nodes[0]
 	pn := newPartitionNet(t, nodes)
 	for range 200 {
@@ -546,7 +550,7 @@ func TestSyncAnswerBudgetPerRound(t *testing.T) {
 // the answering node can hold of the origin and to History clocks above
 // the requester's entry, whatever the request says.
 func TestSyncLimitClamped(t *testing.T) {
-	nodes, ids := newSyncers(t, 2, 2, 100, SyncConfig{History: 16})
+	nodes, ids := newNodes(t, 2, 2, 100, SyncConfig{History: 16})
 	a := nodes[0]
 	pn := newPartitionNet(t, nodes)
 	for range 40 {
@@ -575,7 +579,7 @@ func TestSyncLimitClamped(t *testing.T) {
 // MaxEnvelopeBytes, which every receiver would drop: 66 MiB of answers to
 // one peer go in two envelopes, in order.
 func TestReadySplitsAtEnvelopeLimit(t *testing.T) {
-	nodes, ids := newSyncers(t, 3, 4, 10, SyncConfig{MaxReplyBytes: 128 << 20})
+	nodes, ids := newNodes(t, 3, 4, 10, SyncConfig{MaxReplyBytes: 128 << 20})
 	a := nodes[0]
 	a.PeerDown(ids[1]) // while b is down, a keeps all of b's frames it has
 	const frame = 22 << 20

@@ -65,7 +65,7 @@ type SimConfig struct {
 	// SyncInterval is the period of every node's anti-entropy request
 	// (default 100 ms).
 	SyncInterval time.Duration
-	// Tick is the length of the node cores' tick (node.Syncer.Tick), the
+	// Tick is the length of the node cores' tick (node.Node.Tick), the
 	// unit of every membership timeout (default 10 ms). Each node ticks on
 	// its own, staggered over the first tick.
 	Tick time.Duration
@@ -111,7 +111,7 @@ type SimProgress struct {
 //
 // # Event model
 //
-// Nodes are node.Syncer cores (node.Node plus retransmission), built exactly
+// Nodes are node.Node cores, built exactly
 // as a real mesh builds them. One goroutine pops events from a heap ordered
 // by (virtual time, sequence number), so simultaneous events keep the order
 // in which they were scheduled. Events are: a message arriving, an iteration
@@ -144,7 +144,7 @@ type SimProgress struct {
 //
 // join starts a new member from the snapshot of a live member, the donor,
 // drawn from the seeded source among the members started before the step:
-// the donor's core admits it (node.Syncer.Admit) and broadcasts the signed
+// the donor's core admits it (node.Node.Admit) and broadcasts the signed
 // admit; the new core starts at the donor's rows with its admission, which
 // its hellos carry, so a node the admit missed (dead or cut off at the
 // time) learns of it, at the same entry, from its first hello that
@@ -154,8 +154,8 @@ type SimProgress struct {
 // every heartbeat; the node stays up, training no more, until every notice
 // is acknowledged or 3 s have passed. A node that has waited at its gate
 // for SyncTimeout asks the laggards for their updates
-// (node.Syncer.SyncRequest), again every SyncTimeout while it waits, and
-// every node runs anti-entropy every SyncInterval (node.Syncer.AntiEntropy);
+// (node.Node.SyncRequest), again every SyncTimeout while it waits, and
+// every node runs anti-entropy every SyncInterval (node.Node.AntiEntropy);
 // without them a lost message would stall the mesh.
 //
 // The run ends when every live node has run all iterations and holds every
@@ -334,7 +334,7 @@ const (
 type simNode struct {
 	idx   int
 	id    string
-	core  *node.Syncer
+	core  *node.Node
 	site  int
 	group int
 	alive bool
@@ -509,13 +509,13 @@ func newSim(cfg SimConfig) (*sim, error) {
 
 // newCore builds node i's core: from scratch over the run's initial nodes,
 // or from a snapshot with its admission.
-func (s *sim) newCore(i int, start *node.Snapshot, admission *node.Admission) (*node.Syncer, error) {
+func (s *sim) newCore(i int, start *node.Snapshot, admission *node.Admission) (*node.Node, error) {
 	return s.newCoreAs(i, s.ids[i], start, admission)
 }
 
 // newCoreAs builds node i's core for member id (a new incarnation of node
 // i when it rejoins).
-func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.Admission) (*node.Syncer, error) {
+func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.Admission) (*node.Node, error) {
 	cfg := s.cfg
 	var shard *dataset.Dataset
 	if rows := len(s.shuffled.Rows); s.p <= rows {
@@ -547,7 +547,8 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 	if start == nil {
 		nc.Members = s.ids[:cfg.Nodes]
 	}
-	core, err := node.NewSyncer(nc, cfg.Sync)
+	nc.Sync = cfg.Sync
+	core, err := node.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", i, err)
 	}
@@ -976,7 +977,7 @@ func (s *sim) jitterDelay() int64 {
 
 // join starts member i from the snapshot of a live member started before
 // the step (first is the first node the step starts): the donor's core
-// admits it (node.Syncer.Admit), broadcasts the signed admit, and the
+// admits it (node.Node.Admit), broadcasts the signed admit, and the
 // joiner starts from the snapshot with its admission, which its hellos
 // carry to any member the admit missed.
 func (s *sim) join(i, first int) error {

@@ -193,7 +193,7 @@ func NewModel(kind model.Kind, l2 float64, train *dataset.Dataset) (*model.Model
 type member struct {
 	host   *mesh.Host
 	allow  *mesh.AllowList
-	core   *node.Syncer
+	core   *node.Node
 	shard  *dataset.Dataset
 	run    mesh.RunStats
 	runErr error
@@ -251,7 +251,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.core, err = node.NewSyncer(node.Config{
+		m.core, err = node.New(node.Config{
 			ID:            ids[i],
 			Members:       memberIDs,
 			Auth:          auth,
@@ -267,7 +267,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Shard:         m.shard.Rows,
 			Router:        router,
 			Factors:       cfg.Factors,
-		}, node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()})
+			Sync:          node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()},
+		})
 		if err != nil {
 			return nil, err
 		}
