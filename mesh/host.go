@@ -96,12 +96,17 @@ func (l LinkShape) transmitTime(n int) time.Duration {
 // TrafficStats counts what a host put on and took off its update streams,
 // length prefixes included.
 type TrafficStats struct {
-	BytesSent        uint64
-	MessagesSent     uint64
-	BytesReceived    uint64
-	MessagesReceived uint64
-	SendFailures     uint64
-	BadStreams       uint64
+	BytesSent    uint64
+	MessagesSent uint64
+	// MembershipBytesSent and MembershipMessagesSent are the part of the
+	// above that carried membership announcements (hellos, admits, leaves
+	// and their acknowledgements) rather than updates.
+	MembershipBytesSent    uint64
+	MembershipMessagesSent uint64
+	BytesReceived          uint64
+	MessagesReceived       uint64
+	SendFailures           uint64
+	BadStreams             uint64
 	// Oversized counts messages refused for a length prefix above
 	// Limits.MaxMessageBytes, Truncated those whose stream ended inside
 	// them; each also resets its stream and counts in BadStreams.
@@ -166,6 +171,7 @@ type Host struct {
 	cancel   context.CancelFunc
 
 	bytesSent, msgsSent, bytesRecv, msgsRecv, sendFailures, badStreams atomic.Uint64
+	membershipBytesSent, membershipMsgsSent                            atomic.Uint64
 	oversized, truncated, throttled, throttledNanos, panics            atomic.Uint64
 	sendDropped, inboxDropped                                          atomic.Uint64
 }
@@ -365,19 +371,21 @@ func (m *Host) Inbox() <-chan Inbound { return m.inbox }
 // Traffic returns the host's traffic counters.
 func (m *Host) Traffic() TrafficStats {
 	return TrafficStats{
-		BytesSent:        m.bytesSent.Load(),
-		MessagesSent:     m.msgsSent.Load(),
-		BytesReceived:    m.bytesRecv.Load(),
-		MessagesReceived: m.msgsRecv.Load(),
-		SendFailures:     m.sendFailures.Load(),
-		BadStreams:       m.badStreams.Load(),
-		Oversized:        m.oversized.Load(),
-		Truncated:        m.truncated.Load(),
-		Throttled:        m.throttled.Load(),
-		ThrottledSeconds: time.Duration(m.throttledNanos.Load()).Seconds(),
-		Panics:           m.panics.Load(),
-		SendDropped:      m.sendDropped.Load(),
-		InboxDropped:     m.inboxDropped.Load(),
+		BytesSent:              m.bytesSent.Load(),
+		MessagesSent:           m.msgsSent.Load(),
+		MembershipBytesSent:    m.membershipBytesSent.Load(),
+		MembershipMessagesSent: m.membershipMsgsSent.Load(),
+		BytesReceived:          m.bytesRecv.Load(),
+		MessagesReceived:       m.msgsRecv.Load(),
+		SendFailures:           m.sendFailures.Load(),
+		BadStreams:             m.badStreams.Load(),
+		Oversized:              m.oversized.Load(),
+		Truncated:              m.truncated.Load(),
+		Throttled:              m.throttled.Load(),
+		ThrottledSeconds:       time.Duration(m.throttledNanos.Load()).Seconds(),
+		Panics:                 m.panics.Load(),
+		SendDropped:            m.sendDropped.Load(),
+		InboxDropped:           m.inboxDropped.Load(),
 	}
 }
 
@@ -827,6 +835,10 @@ func (s *sender) write(stream network.Stream, data []byte) (network.Stream, erro
 		}
 		s.host.bytesSent.Add(uint64(len(data) + lengthPrefix))
 		s.host.msgsSent.Add(1)
+		if node.IsAnnouncement(data) {
+			s.host.membershipBytesSent.Add(uint64(len(data) + lengthPrefix))
+			s.host.membershipMsgsSent.Add(1)
+		}
 		return stream, nil
 	}
 	return nil, lastErr

@@ -424,10 +424,13 @@ func (n *Node) receiveAnnouncement(from string, data []byte) {
 		n.reject(RejectBadAnnouncement)
 		return
 	}
+	// Only what the protocol accepts is a sign of life: a member's peer
+	// that sends nothing but refused messages (an old incarnation's
+	// hellos, say) must not keep a newer incarnation that never speaks
+	// from being declared dead.
 	if reason := n.step(a); reason != "" {
 		n.reject(reason)
-	}
-	if n.isMember(from) {
+	} else if n.isMember(from) {
 		n.heard(from)
 	}
 	n.rebuildIfChanged()

@@ -577,3 +577,34 @@ func TestMemberSendsJoinerItsUpdatesAboveEntry(t *testing.T) {
 		t.Fatalf("c sent the joiner its updates %v, want %v", sent, want)
 	}
 }
+
+// A member whose driver is gone while its peer still sends, but only what
+// the core refuses (a replayed hello) or what proves nothing (sync
+// requests), is silent: it is suspected, then declared dead, and the
+// others finish. Crediting every arrival as a sign of life would hold
+// their gates for good.
+func TestRefusedTrafficIsNoSignOfLife(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 40)
+	n.round()
+	n.nodes["c/1"] = nil
+	old := n.sign(Announcement{Kind: KindHello, Member: "c/1", Clock: 1, Seq: 1}, "c/1")
+	req := EncodeSync(SyncMessage{Upto: 1, Have: []SyncEntry{{Origin: "a/1", Clock: 0}}})
+	for _, id := range []string{"a/1", "b/1"} {
+		n.nodes[id].Receive("c/1", old)
+	}
+	for r := 0; r < 400 && !(n.nodes["a/1"].Done() && n.nodes["b/1"].Done()); r++ {
+		for _, id := range []string{"a/1", "b/1"} {
+			n.nodes[id].Receive("c/1", old)
+			n.nodes[id].Receive("c/1", req)
+		}
+		n.round()
+	}
+	a, b := n.nodes["a/1"], n.nodes["b/1"]
+	if !a.Done() || !b.Done() || a.live["c/1"] || b.live["c/1"] {
+		t.Fatalf("a done %v at %d, b done %v at %d, c live at a %v, at b %v", a.Done(), a.Clock(), b.Done(), b.Clock(), a.live["c/1"], b.live["c/1"])
+	}
+	if got := a.Stats().Rejected[RejectStaleHello]; got == 0 {
+		t.Fatal("the replayed hello was not refused")
+	}
+}

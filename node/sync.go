@@ -409,9 +409,6 @@ func (n *Node) Receive(from string, data []byte) {
 		n.receiveAnnouncement(from, data)
 		return
 	}
-	if n.isMember(from) {
-		n.heard(from)
-	}
 	if IsSyncMessage(data) {
 		if isGone(data) {
 			n.handleGone(from, data)
@@ -434,11 +431,13 @@ func (n *Node) Receive(from string, data []byte) {
 		}
 	}
 	n.receive(from, data)
+	applied := false
 	for k, i := range n.fresh {
 		u := updates[i]
 		if !n.vc.Has(u.Origin, u.Clock) {
 			continue
 		}
+		applied = true
 		// With two copies of one update in an envelope, the first that
 		// passed the core's checks was applied; which one that was is not
 		// observable here, so keep neither (the origin keeps its own).
@@ -446,6 +445,12 @@ func (n *Node) Receive(from string, data []byte) {
 			continue
 		}
 		n.retain(u.Origin, u.Clock, slices.Clone(u.Frame), slices.Clone(u.Sig))
+	}
+	// Updates applied are a sign of life of the member that passed them
+	// on; requests, refusals and duplicates are not (see
+	// receiveAnnouncement).
+	if applied && n.isMember(from) {
+		n.heard(from)
 	}
 	n.releaseWithholders()
 	n.noteGate()

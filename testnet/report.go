@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/mesh"
 )
 
 // Report is the outcome of a run. Field names are part of the JSON interface
@@ -26,10 +27,13 @@ type Report struct {
 	// FinalTestAUC is the mean over nodes of the test AUC (lr and svm, when
 	// the test rows hold both classes).
 	FinalTestAUC *float64 `json:"final_test_auc,omitempty"`
-	// Bytes are counted on the update streams, length prefixes included.
+	// Bytes are counted on the update streams, length prefixes included,
+	// without the membership announcements, which are counted apart.
 	BytesSentTotal               uint64  `json:"bytes_sent_total"`
 	BytesSentPerNodePerIteration float64 `json:"bytes_sent_per_node_per_iteration"`
 	MessagesSentTotal            uint64  `json:"messages_sent_total"`
+	MembershipMessagesTotal      uint64  `json:"membership_messages_total"`
+	MembershipBytesTotal         uint64  `json:"membership_bytes_total"`
 	// CompressionRatio is 12 bytes per pair (int32 key, float64 value) over
 	// the bytes of the codec frames actually produced.
 	CompressionRatio float64 `json:"compression_ratio"`
@@ -147,7 +151,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 	for _, m := range members {
 		met := m.core.Evaluate(cfg.Test.Rows)
 		st := m.core.Stats()
-		tr := m.host.Traffic()
+		tr := updateTraffic(m.host.Traffic())
 		r.PerNode = append(r.PerNode, NodeReport{
 			ID:             m.core.ID(),
 			TrainRows:      len(m.shard.Rows),
@@ -167,6 +171,8 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		hasAcc = hasAcc && !math.IsNaN(met.Accuracy)
 		r.BytesSentTotal += tr.BytesSent
 		r.MessagesSentTotal += tr.MessagesSent
+		r.MembershipMessagesTotal += tr.MembershipMessagesSent
+		r.MembershipBytesTotal += tr.MembershipBytesSent
 		frameBytes += st.FrameBytes
 		r.SFBFramesSent += st.FactorFramesSent
 		r.DeltaFramesSent += st.DeltaFramesSent
@@ -199,4 +205,13 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 	}
 	r.IterationsPerSecond = float64(cfg.Iterations) / wall.Seconds()
 	return r
+}
+
+// updateTraffic is a host's traffic with the membership announcements taken
+// out of the totals (they stay in the Membership fields): the update
+// figures are what the codec and the overlay are judged by.
+func updateTraffic(tr mesh.TrafficStats) mesh.TrafficStats {
+	tr.BytesSent -= tr.MembershipBytesSent
+	tr.MessagesSent -= tr.MembershipMessagesSent
+	return tr
 }

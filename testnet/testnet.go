@@ -542,7 +542,7 @@ func connect(ctx context.Context, members []*member, r Router) error {
 func totalBytes(members []*member) uint64 {
 	var sum uint64
 	for _, m := range members {
-		sum += m.host.Traffic().BytesSent
+		sum += updateTraffic(m.host.Traffic()).BytesSent
 	}
 	return sum
 }
