@@ -239,6 +239,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if train, err = takeShard(train, f.shard); err != nil {
 		return err
 	}
+	warnSparseIDs(logger, train, 1)
 
 	hostCfg := mesh.HostConfig{ListenAddrs: f.listenAddrs(), Key: key, Logger: logger, Reach: f.reachConfig()}
 	if err := f.privacy(&hostCfg, logger); err != nil {

@@ -103,6 +103,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	warnSparseIDs(logger, train, *nodes)
 	cfg := testnet.SimConfig{
 		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(training.optimizer),
 		LR: lr, L2: *l2, Batch: training.batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,

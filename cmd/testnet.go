@@ -175,6 +175,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	warnSparseIDs(logger, train, f.nodes)
 	lr, err := f.training.rate(model.Kind(f.model), train)
 	if err != nil {
 		return cfg, err
