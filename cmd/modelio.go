@@ -95,7 +95,7 @@ func modelError(d *dataset.Dataset, err error) error {
 const hashBitsHelp = "hash every feature id (any 64-bit integer) into 2^B weights with " + dataset.HashFunction + " (1-30; 0 = ids are weights, which must fit a model)"
 
 // formatHelp is the help text of --format.
-const formatHelp = "data format: libsvm, criteo (label, 13 integer and 26 categorical tab-separated columns) or vw (Vowpal Wabbit text); criteo and vw need --hash-bits"
+const formatHelp = "data format: auto (detected from the first lines: gzip or plain, then libsvm, criteo or vw), libsvm, criteo (label, 13 integer and 26 categorical tab-separated columns) or vw (Vowpal Wabbit text); criteo and vw need --hash-bits"
 
 // Dense weights sized by the largest id cost 8 bytes per id and class on
 // every node, whether the data uses the ids or not. Past sparseIDsDim,

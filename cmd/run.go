@@ -126,7 +126,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
 	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp+" (a joiner takes the mesh's)")
-	fs.StringVar(&f.format, "format", "libsvm", formatHelp)
+	fs.StringVar(&f.format, "format", "auto", formatHelp)
 	fs.StringVar(&f.saveModel, "save-model", "", "write this node's model to this file with every checkpoint (every --checkpoint-every iterations) and at the end, atomically")
 }
 

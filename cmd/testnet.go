@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,7 +87,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.allowList, "allow-list", false, "give every host an allow list of the members, so no other peer can connect")
 	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping)")
 	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp)
-	fs.StringVar(&f.format, "format", "libsvm", formatHelp)
+	fs.StringVar(&f.format, "format", "auto", formatHelp)
 	fs.StringVar(&f.saveModel, "save-model", "", "write node 0's final model to this file (see sketchmesh predict and export)")
 	fs.StringVar(&f.attack, "attack", "", "run a hostile peer of this kind against the mesh while it trains ("+strings.Join(testnet.AttackKinds, ", ")+"); turns on --sign, a PSK and --allow-list, and first runs the same mesh without the attacker to compare")
 }
@@ -218,12 +219,13 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	return cfg, nil
 }
 
-// loadData resolves --data and --test-data in the given format (LIBSVM
-// when empty): a built-in name brings its own test split; a file without
-// --test-data holds out a seeded 20%. With hashBits above 0 every feature
-// id is hashed (see fitData); Criteo and VW data need it.
+// loadData resolves --data and --test-data in the given format (detected
+// from --data for "auto", LIBSVM when empty): a built-in name brings its own
+// test split; a file without --test-data holds out a seeded 20%. With
+// hashBits above 0 every feature id is hashed (see fitData); Criteo and VW
+// data need it.
 func loadData(data, testData string, seed uint64, hashBits uint, format string) (train, test *dataset.Dataset, err error) {
-	f, err := dataFormat(format, hashBits)
+	f, err := dataFormat(format, data, hashBits)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -257,17 +259,42 @@ func loadData(data, testData string, seed uint64, hashBits uint, format string) 
 	return train, test, nil
 }
 
-// dataFormat checks --format against --hash-bits.
-func dataFormat(name string, hashBits uint) (dataset.Format, error) {
-	if name == "" {
+// dataFormat is --format for the data at path: the format named, or for
+// "auto" the one its first lines show (a built-in set is LIBSVM). A format
+// of string features needs hashBits.
+func dataFormat(name, path string, hashBits uint) (dataset.Format, error) {
+	f, err := resolveFormat(name, path)
+	if err != nil {
+		return "", err
+	}
+	if f.HashesFeatures() && hashBits == 0 {
+		if name == string(dataset.Auto) {
+			return "", badInput("--format auto: %s reads as %s, whose features are strings and must be hashed; give --hash-bits B (e.g. 18)", path, f)
+		}
+		return "", badInput("--format %s: its features are strings and must be hashed; give --hash-bits B (e.g. 18)", f)
+	}
+	return f, nil
+}
+
+// resolveFormat is the format --format names, or the one Detect finds in
+// path for "auto".
+func resolveFormat(name, path string) (dataset.Format, error) {
+	switch name {
+	case "":
 		return dataset.LIBSVM, nil
+	case string(dataset.Auto):
+		f, err := dataset.DetectFile(path)
+		switch {
+		case errors.Is(err, dataset.ErrAmbiguousFormat), errors.Is(err, dataset.ErrUnknownFormat):
+			return "", badInput("--format auto: %v; give --format libsvm, criteo or vw", err)
+		case err != nil:
+			return "", usageError{fmt.Errorf("--data: %w", err)}
+		}
+		return f, nil
 	}
 	f, err := dataset.ParseFormat(name)
 	if err != nil {
-		return "", badInput("--format %q: want one of libsvm, criteo, vw", name)
-	}
-	if f.HashesFeatures() && hashBits == 0 {
-		return "", badInput("--format %s: its features are strings and must be hashed; give --hash-bits B (e.g. 18)", f)
+		return "", badInput("--format %q: want auto, libsvm, criteo or vw", name)
 	}
 	return f, nil
 }
