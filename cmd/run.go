@@ -78,6 +78,7 @@ type runFlags struct {
 	saveModel       string
 	hashBits        uint
 	format          string
+	maxDropped      float64
 	history         int
 	training        trainingFlags
 }
@@ -127,6 +128,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
 	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp+" (a joiner takes the mesh's)")
 	fs.StringVar(&f.format, "format", "auto", formatHelp)
+	fs.Float64Var(&f.maxDropped, "max-dropped", defaultMaxDroppedPercent, "refuse to train, in percent, when more of this node's non-zeros than this lie above the mesh's dimension (or more of its rows have labels the mesh has no class for): its data does not fit the mesh")
 	fs.StringVar(&f.saveModel, "save-model", "", "write this node's model to this file with every checkpoint (every --checkpoint-every iterations) and at the end, atomically")
 }
 
@@ -292,6 +294,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("this node's data was hashed with --hash-bits %d, the mesh trains with %d", f.hashBits, settings.HashBits)
 		}
 		train, test = train.Hashed(settings.HashBits), test.Hashed(settings.HashBits)
+	}
+	if err := checkFit(train, settings, f.maxDropped, logger); err != nil {
+		return err
 	}
 	if saved != nil && saved.Settings.Conflict(settings, node.SettingNames()) != nil {
 		return fmt.Errorf("checkpoint in %s was written for other settings: %w", f.checkpointDir, saved.Settings.Conflict(settings, node.SettingNames()))
@@ -499,6 +504,8 @@ func (f *runFlags) check() error {
 		return badInput("--keep-best needs --checkpoint-dir: the best model is kept in DIR/best")
 	case f.progress <= 0:
 		return badInput("--progress %v: want > 0", f.progress)
+	case !(f.maxDropped >= 0 && f.maxDropped <= 100):
+		return badInput("--max-dropped %v: want a percentage from 0 to 100", f.maxDropped)
 	case f.mesh == "" || len(f.mesh) > 64 || strings.ContainsAny(f.mesh, "/ \t\n"):
 		return badInput("--mesh %q: want 1 to 64 characters without slashes or spaces", f.mesh)
 	}
