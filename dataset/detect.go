@@ -131,7 +131,7 @@ func sampleRows(sample []byte, f Format) (rows, errLine int, err error) {
 func DetectFile(path string) (Format, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		if name, _, _ := strings.Cut(path, "."); isBuiltin(name) {
+		if name, _, _ := strings.Cut(path, "."); IsBuiltin(name) {
 			return LIBSVM, nil
 		}
 		return "", fmt.Errorf("dataset: %w", err)
@@ -140,7 +140,8 @@ func DetectFile(path string) (Format, error) {
 	return Detect(f, path)
 }
 
-func isBuiltin(name string) bool {
+// IsBuiltin reports whether name is a built-in set.
+func IsBuiltin(name string) bool {
 	_, ok := lookupBuiltin(name)
 	return ok
 }

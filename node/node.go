@@ -69,6 +69,10 @@ type Config struct {
 	Seed uint64
 	// Shard is this node's training data.
 	Shard []dataset.Row
+	// Batches, when set, gives the mini-batches instead of sampling Shard
+	// (data larger than memory, such as a dataset.Stream); Shard may then
+	// be empty. It must be deterministic for runs to replay.
+	Batches BatchSource
 	// Router decides relaying; nil means a full mesh over Members.
 	Router Router
 	// Factors selects sufficient factor broadcasting (package sfb) for
@@ -302,7 +306,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.BatchSize < 1 {
 		return nil, fmt.Errorf("node: batch size must be >= 1, got %d", cfg.BatchSize)
 	}
-	if len(cfg.Shard) == 0 {
+	if len(cfg.Shard) == 0 && cfg.Batches == nil {
 		return nil, fmt.Errorf("node %s: empty training shard", cfg.ID)
 	}
 	switch cfg.Factors {
@@ -539,7 +543,10 @@ func (n *Node) Train() error {
 	t := n.clock + 1
 	n.observeStaleness()
 	view := n.View()
-	batch := n.sampler.next(n.cfg.Shard)
+	batch, err := n.nextBatch()
+	if err != nil {
+		return fmt.Errorf("node %s: mini-batch %d: %w", n.cfg.ID, t, err)
+	}
 	g, loss := n.cfg.Model.Gradient(view, batch, &n.scratch)
 	delta := n.cfg.Optimizer.Update(g, n.stepScale())
 	intended := n.withResidual(g.Keys, delta)
@@ -898,6 +905,19 @@ func applySparse(view []float64, u codec.Sparse) {
 	for i, k := range u.Keys {
 		view[k] += float64(u.Values[i])
 	}
+}
+
+// BatchSource gives a node its mini-batches; the rows are read during the
+// node's Train and may be reused after it.
+type BatchSource interface {
+	Next() ([]dataset.Row, error)
+}
+
+func (n *Node) nextBatch() ([]dataset.Row, error) {
+	if n.cfg.Batches != nil {
+		return n.cfg.Batches.Next()
+	}
+	return n.sampler.next(n.cfg.Shard), nil
 }
 
 // sampler draws mini-batches without replacement, epoch by epoch, from a
