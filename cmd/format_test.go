@@ -45,10 +45,17 @@ func TestFormatDetectionBadInput(t *testing.T) {
 	os.WriteFile(ambiguous, []byte("0"+strings.Repeat("\t", 39)+"\n1"+strings.Repeat("\t", 39)+"\n"), 0o644)
 	csv := filepath.Join(dir, "data.csv")
 	os.WriteFile(csv, []byte("1,2,3\n4,5,6\n"), 0o644)
+	unhashed := filepath.Join(dir, "unhashed.model")
+	if code, _, errOut := runMain("testnet", "--nodes", "1", "--iterations", "2", "--save-model", unhashed); code != 0 {
+		t.Fatalf("testnet: %s", errOut)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"predict", "--model", unhashed, "--data", "../dataset/testdata/vw-sample.txt.gz"}, "reads as vw, whose features are strings that must be hashed, and the model was trained without --hash-bits"},
+		{[]string{"predict", "--model", unhashed, "--data", "rcv1.test", "--format", "arff"}, `--format "arff": want auto, libsvm, criteo or vw`},
+		{[]string{"predict", "--model", unhashed, "--data", ambiguous}, "the format is ambiguous"},
 		{[]string{"testnet", "--data", ambiguous}, ambiguous + ": the format is ambiguous: its first lines read as libsvm and criteo; give --format libsvm, criteo or vw"},
 		{[]string{"testnet", "--data", csv}, csv + ": the data is in none of the formats libsvm, criteo, vw: not libsvm (line 1: "},
 		{[]string{"testnet", "--data", "../dataset/testdata/criteo-sample.tsv.gz"}, "reads as criteo, whose features are strings and must be hashed; give --hash-bits B"},
