@@ -19,7 +19,6 @@ const defaultMaxDroppedPercent = 10
 // dataFit is what a node's data loses to a mesh's settings.
 type dataFit struct {
 	nonzeros, dropped uint64 // features, and those with ids above the dimension
-	firstDroppedLine  int    // 0 when unknown
 	rows, unknownRows int    // rows, and softmax rows whose label is not a class
 	largestID         uint64
 }

@@ -50,6 +50,7 @@ func TestStreamTrainsLikeLoadedData(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("streamed %.2f %%, loaded %.2f %%", 100*rep.Accuracy, 100*loaded)
 	if math.Abs(rep.Accuracy-loaded) > 0.01 {
 		t.Errorf("streamed: %.2f %%, loaded: %.2f %%", 100*rep.Accuracy, 100*loaded)
 	}

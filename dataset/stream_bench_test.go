@@ -100,7 +100,7 @@ func cpuSeconds(tb testing.TB) float64 {
 // rows in batches of 1,000, and reports rows and megabytes per second, and
 // rows per second of CPU time:
 //
-//	go test ./dataset -run '^$' -bench Stream -benchtime 1x -stream.bytes 4e9 -stream.file click-4g.libsvm
+//	go test ./dataset -run '^$' -bench Stream -benchtime 1x -stream.bytes 3000000000 -stream.file click-3g.libsvm
 func BenchmarkStream(b *testing.B) {
 	path := *streamFile
 	if path == "" {
