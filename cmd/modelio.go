@@ -3,6 +3,8 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/bits"
 	"slices"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
@@ -93,4 +95,28 @@ func modelError(d *dataset.Dataset, err error) error {
 const hashBitsHelp = "hash every feature id (any 64-bit integer) into 2^B weights with " + dataset.HashFunction + " (1-30; 0 = ids are weights, which must fit a model)"
 
 // formatHelp is the help text of --format.
-const formatHelp = "data format: libsvm, criteo (label, 13 integer and 26 categorical tab-separated columns) or vw (Vowpal Wabbit text); criteo and vw need --hash-bits"
+const formatHelp = "data format: auto (detected from the first lines: gzip or plain, then libsvm, criteo or vw), libsvm, criteo (label, 13 integer and 26 categorical tab-separated columns) or vw (Vowpal Wabbit text); criteo and vw need --hash-bits"
+
+// Dense weights sized by the largest id cost 8 bytes per id and class on
+// every node, whether the data uses the ids or not. Past sparseIDsDim,
+// data whose non-zeros are fewer than the dimension / sparseIDsRatio would
+// rather be hashed.
+const (
+	sparseIDsDim   = 1 << 22
+	sparseIDsRatio = 16
+)
+
+// warnSparseIDs says when the model's dimension comes from a few large ids
+// that hashing would fold into far fewer weights (a 20-million id in a
+// small file made each node hold 160 MB of weights).
+func warnSparseIDs(logger *slog.Logger, train *dataset.Dataset, nodes int) {
+	if train.MaxFeature <= sparseIDsDim {
+		return
+	}
+	if nnz := train.NNZ(); uint64(nnz) < train.MaxFeature/sparseIDsRatio {
+		bits := max(10, min(dataset.MaxHashBits, 2+uint(bits.Len64(uint64(nnz)))))
+		logger.Warn("the model's dimension is the largest feature id, far above what the data uses: consider --hash-bits",
+			"data", train.Name, "largest_id", train.MaxFeature, "nonzeros", nnz, "weights_mib_per_node", (train.MaxFeature+1)*8>>20,
+			"nodes", nodes, "suggested_hash_bits", bits)
+	}
+}

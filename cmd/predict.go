@@ -53,7 +53,7 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dataPath := fs.String("data", "", "data to score: a LIBSVM file (plain or .gz), or a built-in split such as rcv1.test (required)")
 	outPath := fs.String("out", "", "write the scores to this file, atomically (default: stdout, or nowhere with --json)")
 	asJSON := fs.Bool("json", false, "print the metrics as one JSON object on stdout")
-	format := fs.String("format", "libsvm", "data format: libsvm, criteo or vw (criteo and vw need a model trained with --hash-bits)")
+	format := fs.String("format", "auto", "data format: auto (detected from the first lines), libsvm, criteo or vw (criteo and vw need a model trained with --hash-bits)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -71,9 +71,12 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return usageError{fmt.Errorf("--model %s: %w", *modelPath, err)}
 	}
-	dataFmt, err := dataFormat(*format, mf.Mapping.HashBits)
+	dataFmt, err := resolveFormat(*format, *dataPath)
 	if err != nil {
-		return badInput("--format %s: the model was trained without --hash-bits, and %s features are strings that must be hashed", *format, *format)
+		return err
+	}
+	if dataFmt.HashesFeatures() && mf.Mapping.HashBits == 0 {
+		return badInput("--format %s: %s reads as %s, whose features are strings that must be hashed, and the model was trained without --hash-bits", *format, *dataPath, dataFmt)
 	}
 	sc, err := dataset.OpenScannerWith(*dataPath, dataset.Options{Format: dataFmt, HashBits: mf.Mapping.HashBits})
 	if err != nil {

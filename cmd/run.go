@@ -78,8 +78,12 @@ type runFlags struct {
 	saveModel       string
 	hashBits        uint
 	format          string
-	history         int
-	training        trainingFlags
+	maxDropped      float64
+	stream          streamFlags
+	// batches is the stream of --stream, once it is open.
+	batches  *streamSource
+	history  int
+	training trainingFlags
 }
 
 // meshWide ends the help of a setting the mesh holds: a joiner given it
@@ -126,7 +130,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
 	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp+" (a joiner takes the mesh's)")
-	fs.StringVar(&f.format, "format", "libsvm", formatHelp)
+	fs.StringVar(&f.format, "format", "auto", formatHelp)
+	f.stream.register(fs)
+	fs.Float64Var(&f.maxDropped, "max-dropped", defaultMaxDroppedPercent, "refuse to train, in percent, when more of this node's non-zeros than this lie above the mesh's dimension (or more of its rows have labels the mesh has no class for): its data does not fit the mesh")
 	fs.StringVar(&f.saveModel, "save-model", "", "write this node's model to this file with every checkpoint (every --checkpoint-every iterations) and at the end, atomically")
 }
 
@@ -232,13 +238,25 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	train, test, err := loadData(f.data, f.testData, f.seed, f.hashBits, f.format)
-	if err != nil {
-		return err
+	var train, test *dataset.Dataset
+	var stream *streamed
+	if f.stream.on {
+		if stream, err = f.stream.prepare(fs, f.data, f.testData, f.format, f.model, f.hashBits, f.dim, &f.training.batch); err != nil {
+			return err
+		}
+		if _, _, err := parseShard(f.shard); err != nil {
+			return err
+		}
+		train, test = stream.train, stream.test
+	} else {
+		if train, test, err = loadData(f.data, f.testData, f.seed, f.hashBits, f.format); err != nil {
+			return err
+		}
+		if train, err = takeShard(train, f.shard); err != nil {
+			return err
+		}
 	}
-	if train, err = takeShard(train, f.shard); err != nil {
-		return err
-	}
+	warnSparseIDs(logger, train, 1)
 
 	hostCfg := mesh.HostConfig{ListenAddrs: f.listenAddrs(), Key: key, Logger: logger, Reach: f.reachConfig()}
 	if err := f.privacy(&hostCfg, logger); err != nil {
@@ -262,7 +280,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 	// The founder's settings come from its flags (or its checkpoint); a
 	// joiner's from the mesh.
-	settings, err := f.founderSettings(train, saved)
+	rateRows := train
+	if stream != nil {
+		// The test rows stand for the stream's in the default SGD rate.
+		rateRows = test
+	}
+	settings, err := f.founderSettings(train, rateRows, saved)
 	if err != nil {
 		return err
 	}
@@ -291,6 +314,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("this node's data was hashed with --hash-bits %d, the mesh trains with %d", f.hashBits, settings.HashBits)
 		}
 		train, test = train.Hashed(settings.HashBits), test.Hashed(settings.HashBits)
+	}
+	fitRows := train
+	if stream != nil {
+		// A stream's fit is judged on its first rows.
+		fitRows = test
+		part, parts, _ := parseShard(f.shard)
+		stream.opts.HashBits = settings.HashBits
+		if f.batches, err = stream.open(part-1, parts, int(f.training.batch), f.seed); err != nil {
+			return err
+		}
+		defer f.batches.Close()
+	}
+	if err := checkFit(fitRows, settings, f.maxDropped, logger); err != nil {
+		return err
 	}
 	if saved != nil && saved.Settings.Conflict(settings, node.SettingNames()) != nil {
 		return fmt.Errorf("checkpoint in %s was written for other settings: %w", f.checkpointDir, saved.Settings.Conflict(settings, node.SettingNames()))
@@ -351,7 +388,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"founder", reply == nil, "resumed", saved != nil, "iterations", settings.Iterations)
 	res, err := daemon.Run(ctx)
 	if err != nil {
-		return err
+		return dataError(err)
 	}
 	// The daemon saved the model at exit, but it can only log a failure:
 	// save again unless that save of the final clock succeeded.
@@ -498,6 +535,8 @@ func (f *runFlags) check() error {
 		return badInput("--keep-best needs --checkpoint-dir: the best model is kept in DIR/best")
 	case f.progress <= 0:
 		return badInput("--progress %v: want > 0", f.progress)
+	case !(f.maxDropped >= 0 && f.maxDropped <= 100):
+		return badInput("--max-dropped %v: want a percentage from 0 to 100", f.maxDropped)
 	case f.mesh == "" || len(f.mesh) > 64 || strings.ContainsAny(f.mesh, "/ \t\n"):
 		return badInput("--mesh %q: want 1 to 64 characters without slashes or spaces", f.mesh)
 	}
@@ -588,7 +627,7 @@ func (f *runFlags) loadCheckpoint(key crypto.PrivKey) (*checkpoint.State, error)
 // founderSettings are the settings this node proposes: its checkpoint's
 // when resuming, else its flags, with the dimension and classes from its
 // data unless given.
-func (f *runFlags) founderSettings(train *dataset.Dataset, saved *checkpoint.State) (node.Settings, error) {
+func (f *runFlags) founderSettings(train, rateRows *dataset.Dataset, saved *checkpoint.State) (node.Settings, error) {
 	if saved != nil {
 		return saved.Settings, nil
 	}
@@ -603,7 +642,7 @@ func (f *runFlags) founderSettings(train *dataset.Dataset, saved *checkpoint.Sta
 	if dim == 0 {
 		dim = mdl.Config().MaxFeature
 	}
-	lr, err := f.training.rate(model.Kind(f.model), train)
+	lr, err := f.training.rate(model.Kind(f.model), rateRows)
 	if err != nil {
 		return node.Settings{}, err
 	}
@@ -665,6 +704,10 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,
 		ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness, Iterations: s.Iterations,
 		BatchSize: batch, Seed: f.seed, Shard: train.Rows, Factors: s.Factors, Auth: auth,
+	}
+	if f.batches != nil {
+		// A rejoined core goes on with the stream where the last left it.
+		cfg.Batches = f.batches
 	}
 	if f.robust == "clip" {
 		if cfg.Robust, err = node.NewRobust(node.RobustConfig{Clip: true}); err != nil {
@@ -776,16 +819,28 @@ func takeShard(d *dataset.Dataset, spec string) (*dataset.Dataset, error) {
 	if spec == "" {
 		return d, nil
 	}
-	is, ns, ok := strings.Cut(spec, "/")
-	i, err1 := strconv.Atoi(is)
-	n, err2 := strconv.Atoi(ns)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
-		return nil, badInput("--shard %q: want i/n with 1 <= i <= n, e.g. 2/3", spec)
+	i, n, err := parseShard(spec)
+	if err != nil {
+		return nil, err
 	}
 	if len(d.Rows) < n {
 		return nil, badInput("--shard %s: %s has only %d rows", spec, d.Name, len(d.Rows))
 	}
 	return d.Shard(i-1, n), nil
+}
+
+// parseShard reads --shard i/n (1-based); "" is 1/1.
+func parseShard(spec string) (i, n int, err error) {
+	if spec == "" {
+		return 1, 1, nil
+	}
+	is, ns, ok := strings.Cut(spec, "/")
+	i, err1 := strconv.Atoi(is)
+	n, err2 := strconv.Atoi(ns)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
+		return 0, 0, badInput("--shard %q: want i/n with 1 <= i <= n, e.g. 2/3", spec)
+	}
+	return i, n, nil
 }
 
 func addrStrings(h *mesh.Host) []string {

@@ -40,7 +40,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
 	hashBits := fs.Uint("hash-bits", 0, hashBitsHelp)
 	history := fs.Int("history", 4096, "own updates each node keeps for members that missed them, in iterations (>= 1); a node cut off for longer catches up by snapshot, as a new incarnation")
-	format := fs.String("format", "libsvm", formatHelp)
+	format := fs.String("format", "auto", formatHelp)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -103,6 +103,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	warnSparseIDs(logger, train, *nodes)
 	cfg := testnet.SimConfig{
 		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(training.optimizer),
 		LR: lr, L2: *l2, Batch: training.batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -55,6 +56,10 @@ type testnetFlags struct {
 	saveModel        string
 	hashBits         uint
 	format           string
+	stream           streamFlags
+	// fs is the parsed flag set, for flags whose meaning depends on
+	// whether they were given.
+	fs *flag.FlagSet
 }
 
 func (f *testnetFlags) register(fs *flag.FlagSet) {
@@ -86,7 +91,8 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.allowList, "allow-list", false, "give every host an allow list of the members, so no other peer can connect")
 	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping)")
 	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp)
-	fs.StringVar(&f.format, "format", "libsvm", formatHelp)
+	fs.StringVar(&f.format, "format", "auto", formatHelp)
+	f.stream.register(fs)
 	fs.StringVar(&f.saveModel, "save-model", "", "write node 0's final model to this file (see sketchmesh predict and export)")
 	fs.StringVar(&f.attack, "attack", "", "run a hostile peer of this kind against the mesh while it trains ("+strings.Join(testnet.AttackKinds, ", ")+"); turns on --sign, a PSK and --allow-list, and first runs the same mesh without the attacker to compare")
 }
@@ -171,15 +177,27 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	train, test, err := loadData(f.data, f.testData, f.seed, f.hashBits, f.format)
+	var train, test *dataset.Dataset
+	var stream *streamed
+	if f.stream.on {
+		if stream, err = f.stream.prepare(f.fs, f.data, f.testData, f.format, f.model, f.hashBits, 0, &f.training.batch); err != nil {
+			return cfg, err
+		}
+		train, test = stream.train, stream.test
+	} else if train, test, err = loadData(f.data, f.testData, f.seed, f.hashBits, f.format); err != nil {
+		return cfg, err
+	}
+	warnSparseIDs(logger, train, f.nodes)
+	rateRows := train
+	if stream != nil {
+		// The test rows stand for the stream's in the default SGD rate.
+		rateRows = test
+	}
+	lr, err := f.training.rate(model.Kind(f.model), rateRows)
 	if err != nil {
 		return cfg, err
 	}
-	lr, err := f.training.rate(model.Kind(f.model), train)
-	if err != nil {
-		return cfg, err
-	}
-	if len(train.Rows) < f.nodes {
+	if stream == nil && len(train.Rows) < f.nodes {
 		return cfg, badInput("--nodes %d: %s has only %d training rows", f.nodes, train.Name, len(train.Rows))
 	}
 	cfg = testnet.Config{
@@ -211,18 +229,24 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		Robust:        node.RobustConfig{Clip: f.robust == "clip"},
 		Attack:        f.attack,
 	}
+	if stream != nil {
+		cfg.Batches = func(i int) (testnet.StreamSource, error) {
+			return stream.open(i, cfg.Nodes, int(cfg.Batch), cfg.Seed)
+		}
+	}
 	if _, err := testnet.NewModel(cfg.Model, cfg.L2, train); err != nil {
 		return cfg, modelError(train, err)
 	}
 	return cfg, nil
 }
 
-// loadData resolves --data and --test-data in the given format (LIBSVM
-// when empty): a built-in name brings its own test split; a file without
-// --test-data holds out a seeded 20%. With hashBits above 0 every feature
-// id is hashed (see fitData); Criteo and VW data need it.
+// loadData resolves --data and --test-data in the given format (detected
+// from --data for "auto", LIBSVM when empty): a built-in name brings its own
+// test split; a file without --test-data holds out a seeded 20%. With
+// hashBits above 0 every feature id is hashed (see fitData); Criteo and VW
+// data need it.
 func loadData(data, testData string, seed uint64, hashBits uint, format string) (train, test *dataset.Dataset, err error) {
-	f, err := dataFormat(format, hashBits)
+	f, err := dataFormat(format, data, hashBits)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -256,17 +280,42 @@ func loadData(data, testData string, seed uint64, hashBits uint, format string) 
 	return train, test, nil
 }
 
-// dataFormat checks --format against --hash-bits.
-func dataFormat(name string, hashBits uint) (dataset.Format, error) {
-	if name == "" {
+// dataFormat is --format for the data at path: the format named, or for
+// "auto" the one its first lines show (a built-in set is LIBSVM). A format
+// of string features needs hashBits.
+func dataFormat(name, path string, hashBits uint) (dataset.Format, error) {
+	f, err := resolveFormat(name, path)
+	if err != nil {
+		return "", err
+	}
+	if f.HashesFeatures() && hashBits == 0 {
+		if name == string(dataset.Auto) {
+			return "", badInput("--format auto: %s reads as %s, whose features are strings and must be hashed; give --hash-bits B (e.g. 18)", path, f)
+		}
+		return "", badInput("--format %s: its features are strings and must be hashed; give --hash-bits B (e.g. 18)", f)
+	}
+	return f, nil
+}
+
+// resolveFormat is the format --format names, or the one Detect finds in
+// path for "auto".
+func resolveFormat(name, path string) (dataset.Format, error) {
+	switch name {
+	case "":
 		return dataset.LIBSVM, nil
+	case string(dataset.Auto):
+		f, err := dataset.DetectFile(path)
+		switch {
+		case errors.Is(err, dataset.ErrAmbiguousFormat), errors.Is(err, dataset.ErrUnknownFormat):
+			return "", badInput("--format auto: %v; give --format libsvm, criteo or vw", err)
+		case err != nil:
+			return "", usageError{fmt.Errorf("--data: %w", err)}
+		}
+		return f, nil
 	}
 	f, err := dataset.ParseFormat(name)
 	if err != nil {
-		return "", badInput("--format %q: want one of libsvm, criteo, vw", name)
-	}
-	if f.HashesFeatures() && hashBits == 0 {
-		return "", badInput("--format %s: its features are strings and must be hashed; give --hash-bits B (e.g. 18)", f)
+		return "", badInput("--format %q: want auto, libsvm, criteo or vw", name)
 	}
 	return f, nil
 }
@@ -290,7 +339,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	fs.Visit(func(fl *flag.Flag) { f.errorFeedbackSet = f.errorFeedbackSet || fl.Name == "error-feedback" })
+	f.errorFeedbackSet, f.fs = flagGiven(fs, "error-feedback"), fs
 	cfg, err := f.config(stderr)
 	if err != nil {
 		return err
@@ -306,8 +355,12 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		// A comparison is read from its curves: draw them finely.
 		cfg.EvalEvery = max(1, cfg.Iterations/40)
 	}
-	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%d train / %d test rows, %d features), %s lr %.4g, %s, %s, %s overlay, links %s, %d iterations\n",
-		cfg.Nodes, cfg.Model, cfg.Train.Name, len(cfg.Train.Rows), len(cfg.Test.Rows), cfg.Train.MaxFeature, cfg.Optimizer, cfg.LR, codecs, staleness, cfg.Topology, cfg.WAN.Name, cfg.Iterations)
+	rows := fmt.Sprintf("%d train / %d test rows", len(cfg.Train.Rows), len(cfg.Test.Rows))
+	if cfg.Batches != nil {
+		rows = fmt.Sprintf("batches of %d rows through a buffer of %d per node, %d test rows", int(cfg.Batch), f.stream.buffer, len(cfg.Test.Rows))
+	}
+	fmt.Fprintf(stderr, "testnet: %d nodes, %s on %s (%s, %d features), %s lr %.4g, %s, %s, %s overlay, links %s, %d iterations\n",
+		cfg.Nodes, cfg.Model, cfg.Train.Name, rows, cfg.Train.MaxFeature, cfg.Optimizer, cfg.LR, codecs, staleness, cfg.Topology, cfg.WAN.Name, cfg.Iterations)
 	switch {
 	case f.sweepStale != "":
 		values, err := parseStalenessList(f.sweepStale)
@@ -347,7 +400,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	rep, err := run(ctx, cfg)
 	if rep == nil || (err != nil && ctx.Err() == nil) {
-		return err
+		return dataError(err)
 	}
 	if f.saveModel != "" {
 		if err := saveTestnetModel(f.saveModel, cfg, f.hashBits, rep); err != nil {

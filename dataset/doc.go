@@ -1,6 +1,8 @@
 // Package dataset owns reading training data: it parses LIBSVM files into
 // sparse rows, whole (Read) or one row at a time for data larger than
-// memory (Scanner); it maps feature ids into a fixed number of keys by
+// memory (Scanner, and Stream, which draws shuffled mini-batches from a
+// file epoch after epoch through a bounded buffer); it tells the formats
+// apart (Detect); it maps feature ids into a fixed number of keys by
 // hashing (HashFunction, Hasher); and it carries the built-in datasets that
 // ship inside the binary (rcv1 and a9a) together with their licences (see
 // builtin/NOTICE).

@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -117,6 +118,37 @@ func (s *Scanner) Scan() bool {
 			s.done = true
 		}
 		if s.p.haveRow {
+			return true
+		}
+	}
+	return false
+}
+
+// skipRow advances past the next row without parsing it: only blank and
+// comment lines are told apart from rows. It returns false at the end of
+// the input or at a read error (see Err).
+func (s *Scanner) skipRow() bool {
+	for !s.done {
+		s.line++
+		line, readErr := s.p.readLine()
+		if readErr != nil && readErr != io.EOF {
+			if errors.Is(readErr, errLineTooLong) {
+				s.err = fmt.Errorf("%s:%d: %w", s.name, s.line, readErr)
+			} else {
+				s.err = fmt.Errorf("%s:%d: reading: %w", s.name, s.line, readErr)
+			}
+			s.done = true
+			return false
+		}
+		if readErr == io.EOF {
+			s.done = true
+		}
+		if s.p.opts.Format == "" || s.p.opts.Format == LIBSVM {
+			if i := bytes.IndexByte(line, '#'); i >= 0 {
+				line = line[:i]
+			}
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
 			return true
 		}
 	}

@@ -98,6 +98,7 @@ func (n *Node) start(s *Snapshot) error {
 		return fmt.Errorf("%w: %d parameters, the model has %d", ErrSnapshot, len(s.View), len(n.committed))
 	}
 	copy(n.committed, s.View)
+	n.work = nil
 	for _, e := range s.Members {
 		if e.ID != n.cfg.ID && e.Entry <= e.High {
 			n.fromSnapshot += e.High - e.Entry + uint64(len(e.Ahead))

@@ -154,7 +154,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		tr := updateTraffic(m.host.Traffic())
 		r.PerNode = append(r.PerNode, NodeReport{
 			ID:             m.core.ID(),
-			TrainRows:      len(m.shard.Rows),
+			TrainRows:      m.trainRows(),
 			Clock:          st.Clock,
 			TestLoss:       met.Loss,
 			TestAccuracy:   optional(met.Accuracy),

@@ -31,10 +31,14 @@ type Config struct {
 	// Train is split into one shard per node after a seeded shuffle; Test is
 	// what accuracy and loss are reported on.
 	Train, Test *dataset.Dataset
-	Model       model.Kind
-	Optimizer   model.OptimizerKind
-	LR          float64
-	L2          float64
+	// Batches, when set, gives node i its mini-batches (data larger than
+	// memory, streamed): Train then only names the data and gives the
+	// model's dimension, and Batch is a row count.
+	Batches   func(node int) (StreamSource, error)
+	Model     model.Kind
+	Optimizer model.OptimizerKind
+	LR        float64
+	L2        float64
 	// Batch is the mini-batch per node: a fraction of the node's shard when
 	// below 1, a row count otherwise.
 	Batch      float64
@@ -107,7 +111,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("nodes must be >= 1, got %d", c.Nodes)
 	case c.Nodes > 256:
 		return fmt.Errorf("nodes must be <= 256 for an in-process testnet, got %d", c.Nodes)
-	case c.Train != nil && len(c.Train.Rows) < c.Nodes:
+	case c.Batches == nil && c.Train != nil && len(c.Train.Rows) < c.Nodes:
 		return fmt.Errorf("%d training rows cannot be shared by %d nodes", len(c.Train.Rows), c.Nodes)
 	case c.Stragglers < 0 || c.Stragglers > c.Nodes:
 		return fmt.Errorf("stragglers must be between 0 and the %d nodes, got %d", c.Nodes, c.Stragglers)
@@ -118,7 +122,15 @@ func (c *Config) Validate() error {
 	case c.ComputeTime < 0:
 		return fmt.Errorf("compute time must be >= 0, got %v", c.ComputeTime)
 	}
-	if err := validateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+	train := c.Train
+	if c.Batches != nil {
+		// Streamed rows are in the file, not in Train.
+		if c.Batch < 1 || c.Train == nil {
+			return fmt.Errorf("a streamed run needs Train for its name and dimension and a batch row count, got %v", c.Batch)
+		}
+		train = c.Test
+	}
+	if err := validateRun(train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
 		return err
 	}
 	if c.Attack != "" {
@@ -190,15 +202,42 @@ func NewModel(kind model.Kind, l2 float64, train *dataset.Dataset) (*model.Model
 	return model.New(mc)
 }
 
+// StreamSource is a node's stream of mini-batches (see Config.Batches).
+type StreamSource interface {
+	node.BatchSource
+	// Rows is the number of rows the batches have held so far.
+	Rows() uint64
+	Close() error
+}
+
 type member struct {
-	host   *mesh.Host
-	allow  *mesh.AllowList
-	core   *node.Node
-	shard  *dataset.Dataset
-	run    mesh.RunStats
-	runErr error
+	host    *mesh.Host
+	allow   *mesh.AllowList
+	core    *node.Node
+	shard   *dataset.Dataset
+	batches StreamSource
+	run     mesh.RunStats
+	runErr  error
 	// clock is the core's clock, for the stall watchdog.
 	clock atomic.Uint64
+}
+
+// batchSource is the member's stream as the core takes it: nil when it
+// trains on its shard.
+func (m *member) batchSource() node.BatchSource {
+	if m.batches == nil {
+		return nil
+	}
+	return m.batches
+}
+
+// trainRows is the number of rows the member trains on: its shard, or the
+// rows its stream has given so far.
+func (m *member) trainRows() int {
+	if m.batches != nil {
+		return int(m.batches.Rows())
+	}
+	return len(m.shard.Rows)
 }
 
 // Run starts the testnet, trains to the end and returns its report. When
@@ -240,9 +279,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer att.stop()
 	memberIDs, router := att.members(ids), att.router(router)
-	shuffled := cfg.Train.Shuffled(int64(cfg.Seed))
+	shuffled := cfg.Train
+	if cfg.Batches == nil {
+		shuffled = cfg.Train.Shuffled(int64(cfg.Seed))
+	}
 	for i, m := range members {
-		m.shard = shuffled.Shard(i, cfg.Nodes)
+		batchSize := 0
+		if cfg.Batches != nil {
+			if m.batches, err = cfg.Batches(i); err != nil {
+				return nil, err
+			}
+			defer m.batches.Close()
+			m.shard, batchSize = &dataset.Dataset{Name: fmt.Sprintf("%s[%d/%d]", cfg.Train.Name, i, cfg.Nodes)}, int(cfg.Batch)
+		} else {
+			m.shard = shuffled.Shard(i, cfg.Nodes)
+			batchSize = cfg.batchRows(len(m.shard.Rows))
+		}
 		opt, err := model.NewOptimizer(cfg.Optimizer, cfg.LR, mdl.NumParams())
 		if err != nil {
 			return nil, err
@@ -262,9 +314,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			ErrorFeedback: cfg.ErrorFeedback,
 			Staleness:     cfg.Staleness,
 			Iterations:    uint64(cfg.Iterations),
-			BatchSize:     cfg.batchRows(len(m.shard.Rows)),
+			BatchSize:     batchSize,
 			Seed:          cfg.Seed,
 			Shard:         m.shard.Rows,
+			Batches:       m.batchSource(),
 			Router:        router,
 			Factors:       cfg.Factors,
 			Sync:          node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()},
