@@ -306,7 +306,8 @@ type Node struct {
 	// are gone (see catchup.go).
 	gone map[string]uint64
 	// goneSince is one more than the tick of the first gone notice (0:
-	// none); behind holds the members told this node's updates are gone.
+	// none); behind holds the members that lack updates of this node's
+	// side that it cannot resend.
 	goneSince uint64
 	behind    map[string]bool
 	// replied holds, per requester, the bytes of the answers queued for it

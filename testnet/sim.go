@@ -1016,18 +1016,17 @@ func (s *sim) join(i, first int) error {
 }
 
 // rejoin starts n again as a new incarnation from a snapshot of the member
-// its core named (or, if that one is no longer up, of another member up
-// that need not rejoin), as a real node does when it fell behind the frame
-// history (node/catchup.go). It reports whether n rejoined.
+// its core named (or, if that one is no longer up, of another member whose
+// gone updates it lacks, node.Node.RejoinDonors), as a real node does when
+// it fell behind the frame history (node/catchup.go). It reports whether n
+// rejoined.
 func (s *sim) rejoin(n *simNode) bool {
-	through := n.core.Rejoining()
 	var donor *simNode
-	if i, ok := s.index[through]; ok && s.nodes[i].member() && s.nodes[i].group == n.group && s.nodes[i].core.Rejoining() == "" {
-		donor = s.nodes[i]
-	}
-	for _, m := range s.nodes {
-		if donor == nil && m != n && m.member() && m.group == n.group && m.core.Rejoining() == "" {
-			donor = m
+	for _, id := range n.core.RejoinDonors() {
+		if i, ok := s.index[id]; ok && donor == nil {
+			if m := s.nodes[i]; m.id == id && m.member() && m.group == n.group && m.core.Rejoining() == "" {
+				donor = m
+			}
 		}
 	}
 	if donor == nil {
