@@ -976,14 +976,15 @@ func (s *sim) jitterDelay() int64 {
 }
 
 // join starts member i from the snapshot of a live member started before
-// the step (first is the first node the step starts): the donor's core
+// the step (first is the first node the step starts), one of via when the
+// step names donors: the donor's core
 // admits it (node.Node.Admit), broadcasts the signed admit, and the
 // joiner starts from the snapshot with its admission, which its hellos
 // carry to any member the admit missed.
-func (s *sim) join(i, first int) error {
+func (s *sim) join(i, first int, via []int) error {
 	var donors []*simNode
 	for _, n := range s.nodes[:first] {
-		if n.alive && !n.leaving {
+		if n.alive && !n.leaving && (via == nil || slices.Contains(via, n.idx)) {
 			donors = append(donors, n)
 		}
 	}
@@ -1221,7 +1222,7 @@ func (s *sim) fire(st simStep) error {
 	case "join":
 		first := len(s.nodes)
 		for i := first; i < first+st.count; i++ {
-			if err := s.join(i, first); err != nil {
+			if err := s.join(i, first, st.nodes); err != nil {
 				return err
 			}
 		}
