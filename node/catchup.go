@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/sketchmesh/sketchmesh/wire"
 )
@@ -25,15 +24,27 @@ import (
 //     EventRejoin with that member; the driver runs the join), which
 //     supersedes its old incarnation everywhere, so nobody waits for the
 //     old one's gone updates either;
-//   - a node that lacks gone updates of a member that lacks none of its
-//     own (it never had to tell that member its updates are gone) is simply
-//     behind, as one that was down for long: it rejoins;
-//   - of two nodes that each lack the other's gone updates, one must keep
-//     its state: the one with the smaller id. A node rejoins if any member
-//     whose gone updates it lacks has a smaller id than its own, so the
-//     side of the smallest id keeps its state and every other rejoins.
-//     Since the two directions are learned at different times, a node
-//     decides SuspectTicks after its first gone notice, not at once.
+//   - a node that lacks gone updates of live members none of which lacks
+//     anything of its side that is gone (as one that was down or paused
+//     for long, whose own updates all reached the others before) is
+//     simply behind: it rejoins;
+//   - when both sides of a split lack each other's gone updates, one side
+//     must keep its state: the side of the smallest id. The decision is by
+//     sides, not by pairs: a node rejoins when the smallest id among the
+//     members whose gone updates it lacks is below the smallest among the
+//     other live members and itself. Compared pairwise, a member that
+//     joined the keeping side (a large id) would take the other side's
+//     smaller ids for a reason to rejoin, through a member that rejoins
+//     itself, and the two sides would trade members for ever. Since the
+//     two directions are learned at different times, a node decides
+//     SuspectTicks after its first gone notice, not at once, and again at
+//     every tick until it must.
+//
+// A member "lacks something of this node's side that is gone" (behind)
+// when it asked this node for updates this node holds and cannot resend:
+// its own below the oldest it keeps (it answered "gone"), or another
+// origin's it holds but no longer keeps. A member that lacks what this
+// node can still send it is only catching up.
 //
 // The rejoining side's updates made while it was cut off are lost to the
 // mesh: they were in no view but its own side's, which it drops.
@@ -153,24 +164,58 @@ func (n *Node) lacksGone(q string) bool {
 	return ok && n.vc.Get(q) < g
 }
 
+// noteLacking records that from, asking for origin's updates above have
+// (an origin other than this node), lacks one this node holds but no
+// longer keeps, so cannot resend: a gap of this node's side that may exist
+// nowhere any more.
+func (n *Node) noteLacking(from, origin string, have uint64, log []retained) {
+	if !n.vc.Has(origin, have+1) || (len(log) > 0 && log[0].clock <= have+1) {
+		return
+	}
+	if n.behind == nil {
+		n.behind = map[string]bool{}
+	}
+	n.behind[from] = true
+}
+
 // decideRejoin runs at each tick (see above).
 func (n *Node) decideRejoin() {
 	if n.proto.rejoin != "" || n.goneSince == 0 || n.proto.tick-(n.goneSince-1) < uint64(n.sc.SuspectTicks) {
 		return
 	}
 	var lacking []string
-	must := false
+	ownSide, anyBehind := n.cfg.ID, false
 	for _, m := range n.liveList {
-		if m != n.cfg.ID && n.lacksGone(m) {
+		switch {
+		case m != n.cfg.ID && n.lacksGone(m):
 			lacking = append(lacking, m)
-			must = must || !n.behind[m] || m < n.cfg.ID
+			anyBehind = anyBehind || n.behind[m]
+		default:
+			ownSide = min(ownSide, m)
 		}
 	}
-	if !must {
+	if len(lacking) == 0 || (anyBehind && lacking[0] > ownSide) {
 		return
 	}
-	n.proto.rejoin = slices.Min(lacking)
+	n.proto.rejoin = lacking[0]
 	n.proto.events = append(n.proto.events, Event{Kind: EventRejoin, Member: n.proto.rejoin, Clock: n.gone[n.proto.rejoin]})
+}
+
+// RejoinDonors returns, while the node must rejoin, the members it may
+// rejoin through, the one Rejoining names first: the live members whose
+// gone updates it lacks. Any other member may be of its own side, about to
+// rejoin too, and its snapshot would lack the same updates.
+func (n *Node) RejoinDonors() []string {
+	if n.proto.rejoin == "" {
+		return nil
+	}
+	donors := []string{n.proto.rejoin}
+	for _, m := range n.liveList {
+		if m != n.proto.rejoin && m != n.cfg.ID && n.lacksGone(m) {
+			donors = append(donors, m)
+		}
+	}
+	return donors
 }
 
 // Rejoining returns the member this node must rejoin through, or "".

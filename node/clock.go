@@ -63,6 +63,20 @@ func (v *VectorClock) Add(q string, c uint64) bool {
 	return true
 }
 
+// Withdraw forgets update (q, c) held ahead of a gap (c above Get(q)); it
+// reports whether it was held so.
+func (v *VectorClock) Withdraw(q string, c uint64) bool {
+	set := v.ahead[q]
+	if _, ok := set[c]; !ok {
+		return false
+	}
+	delete(set, c)
+	if len(set) == 0 {
+		delete(v.ahead, q)
+	}
+	return true
+}
+
 // Set moves q's entry to c, forgetting what was buffered at or below it; a
 // node that starts from a snapshot uses it.
 func (v *VectorClock) Set(q string, c uint64) {

@@ -573,6 +573,12 @@ func (n *Node) admit(member string, entry uint64, by string) {
 	n.supersede(member)
 	n.proto.events = append(n.proto.events, Event{Kind: EventJoined, Member: member, Clock: entry, By: by})
 	n.proto.membershipChanged = true
+	if p := &n.proto; p.leaving && p.leaveNotice != nil && !slices.Contains(p.acked, member) {
+		// Admitted from a snapshot taken before this node's notice reached
+		// its donor: it counts this node live and would wait for it.
+		p.unacked[member] = true
+		p.direct = append(p.direct, Message{To: member, Data: p.leaveNotice})
+	}
 	if by != n.cfg.ID && n.proto.rejoin == "" {
 		n.sendOwnSince(member, entry)
 	}

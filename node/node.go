@@ -173,6 +173,11 @@ const (
 	// announced when it left: nobody asks for those, so applying them
 	// would make views differ.
 	RejectAfterLeave = "after_leave"
+	// RejectLateGap counts updates for rows already committed that do not
+	// continue their origin's contiguous updates: the rows take them only
+	// in order (see commit), so they are asked for again once the gap
+	// below them closes.
+	RejectLateGap = "late_gap"
 	// RejectBadSignature and RejectNaN are defined with the checks that
 	// count them (sign.go, robust.go).
 )
@@ -314,7 +319,8 @@ type Node struct {
 	// are gone (see catchup.go).
 	gone map[string]uint64
 	// goneSince is one more than the tick of the first gone notice (0:
-	// none); behind holds the members told this node's updates are gone.
+	// none); behind holds the members that lack updates of this node's
+	// side that it cannot resend.
 	goneSince uint64
 	behind    map[string]bool
 	// replied holds, per requester, the bytes of the answers queued for it
@@ -681,6 +687,10 @@ func (n *Node) accept(u Update) string {
 	if last, gone := n.left[u.Origin]; gone && u.Clock > last {
 		return RejectAfterLeave
 	}
+	// The rows hold only contiguous updates of each origin (see commit).
+	if u.Clock <= n.committedClock && u.Clock != n.vc.Get(u.Origin)+1 {
+		return RejectLateGap
+	}
 	// An honest origin at clock c passed a gate that needed our entry to be
 	// at least c − s − 1, and our entry is at most our own clock.
 	if u.Clock > n.acceptBound() {
@@ -863,7 +873,13 @@ func (n *Node) route(u Update) {
 	}
 }
 
-// commit folds every complete row into the committed view, in canonical order.
+// commit folds every complete row into the committed view, in canonical
+// order. The rows hold of each origin only updates contiguous from its
+// entry: one held ahead of a gap (possible only for a member out of the
+// live set, since the row waits for every live one) is withdrawn, and comes
+// again in order, through anti-entropy, if the gap closes. So what lies
+// above a gap nobody can close (updates that are gone, see catchup.go)
+// does not enter the rows of whichever member it happened to reach.
 func (n *Node) commit() {
 	for {
 		next := n.committedClock + 1
@@ -871,6 +887,11 @@ func (n *Node) commit() {
 			return
 		}
 		for _, p := range n.pending[next] {
+			if n.vc.Get(p.origin) < next {
+				n.vc.Withdraw(p.origin, next)
+				n.stats.UpdatesApplied--
+				continue
+			}
 			n.applyCommitted(p.u)
 		}
 		delete(n.pending, next)

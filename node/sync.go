@@ -568,6 +568,9 @@ func (n *Node) handleSync(from string, data []byte) {
 		}
 		limit := n.syncLimit(e, req.Upto)
 		log := n.logs[i]
+		if e.Origin != n.cfg.ID {
+			n.noteLacking(from, e.Origin, e.Clock, log)
+		}
 		j, _ := slices.BinarySearchFunc(log, e.Clock+1, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
 		// Only what continues the requester's entry: updates above a gap
 		// this node cannot fill either may be gone for good (a split that

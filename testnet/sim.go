@@ -976,14 +976,15 @@ func (s *sim) jitterDelay() int64 {
 }
 
 // join starts member i from the snapshot of a live member started before
-// the step (first is the first node the step starts): the donor's core
+// the step (first is the first node the step starts), one of via when the
+// step names donors: the donor's core
 // admits it (node.Node.Admit), broadcasts the signed admit, and the
 // joiner starts from the snapshot with its admission, which its hellos
 // carry to any member the admit missed.
-func (s *sim) join(i, first int) error {
+func (s *sim) join(i, first int, via []int) error {
 	var donors []*simNode
 	for _, n := range s.nodes[:first] {
-		if n.alive && !n.leaving {
+		if n.alive && !n.leaving && (via == nil || slices.Contains(via, n.idx)) {
 			donors = append(donors, n)
 		}
 	}
@@ -1016,18 +1017,17 @@ func (s *sim) join(i, first int) error {
 }
 
 // rejoin starts n again as a new incarnation from a snapshot of the member
-// its core named (or, if that one is no longer up, of another member up
-// that need not rejoin), as a real node does when it fell behind the frame
-// history (node/catchup.go). It reports whether n rejoined.
+// its core named (or, if that one is no longer up, of another member whose
+// gone updates it lacks, node.Node.RejoinDonors), as a real node does when
+// it fell behind the frame history (node/catchup.go). It reports whether n
+// rejoined.
 func (s *sim) rejoin(n *simNode) bool {
-	through := n.core.Rejoining()
 	var donor *simNode
-	if i, ok := s.index[through]; ok && s.nodes[i].member() && s.nodes[i].group == n.group && s.nodes[i].core.Rejoining() == "" {
-		donor = s.nodes[i]
-	}
-	for _, m := range s.nodes {
-		if donor == nil && m != n && m.member() && m.group == n.group && m.core.Rejoining() == "" {
-			donor = m
+	for _, id := range n.core.RejoinDonors() {
+		if i, ok := s.index[id]; ok && donor == nil {
+			if m := s.nodes[i]; m.id == id && m.member() && m.group == n.group && m.core.Rejoining() == "" {
+				donor = m
+			}
 		}
 	}
 	if donor == nil {
@@ -1222,7 +1222,7 @@ func (s *sim) fire(st simStep) error {
 	case "join":
 		first := len(s.nodes)
 		for i := first; i < first+st.count; i++ {
-			if err := s.join(i, first); err != nil {
+			if err := s.join(i, first, st.nodes); err != nil {
 				return err
 			}
 		}

@@ -27,7 +27,7 @@ type Step struct {
 	Text string // the step as written, without its trigger
 
 	op     string
-	nodes  nodeSet   // kill, restart, slow
+	nodes  nodeSet   // kill, restart, slow; join's donors (nil: any)
 	groups []nodeSet // partition
 	value  float64   // slow factor; loss, dup and reorder probability; assertion bound
 	count  int       // join
@@ -62,6 +62,7 @@ var (
 //	at 30: partition 0-7 | 8-15
 //	at 40: heal                # every partition ends
 //	at 42: join 2              # two new members start from live members' snapshots
+//	at 44: join via 5-7        # one more, from the snapshot of one of nodes 5-7
 //	at 45: assert staleness <= 3
 //	at end: assert loss <= 0.4
 //
@@ -78,7 +79,9 @@ var (
 // >=, > or ==; its outcome is reported, it does not stop the run.
 //
 // join adds one new member (join k adds k): each starts from the snapshot of
-// a live member and is admitted by the rest, as Simulate describes. New
+// a live member and is admitted by the rest, as Simulate describes; "via"
+// and a node set limit the donors to those nodes (the run fails when none
+// of them is up). New
 // members are numbered on from the run's nodes in the order they join, so
 // later steps can name them; a node set that names a node, or a percentage,
 // counts the nodes started by then, dead ones included. Errors name the file
@@ -191,9 +194,15 @@ func parseStep(text string) (Step, error) {
 		}
 	case "join":
 		st.count = 1
+		if k := len(args); k >= 2 && args[k-2] == "via" {
+			if st.nodes, err = parseNodeSet(args[k-1]); err != nil {
+				return Step{}, fmt.Errorf("join: via: %w", err)
+			}
+			args = args[:k-2]
+		}
 		switch {
 		case len(args) > 1:
-			return Step{}, fmt.Errorf("join: want nothing or a number of new members, such as join or join 3")
+			return Step{}, fmt.Errorf("join: want nothing or a number of new members, such as join or join 3, then optionally via and a node set (join 2 via 0-3)")
 		case len(args) == 1:
 			st.count, err = strconv.Atoi(args[0])
 			if err != nil || st.count < 1 || st.count > MaxSimNodes {

@@ -305,6 +305,13 @@ at end: assert accuracy >= 0.5
 	if j1, j3 := sc.Steps[8], sc.Steps[9]; j1.op != "join" || j1.count != 1 || j3.count != 3 {
 		t.Fatalf("joins %+v %+v", j1, j3)
 	}
+	via, err := ParseScenario(strings.NewReader("at 2: join 2 via 1,4-5"), "via.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := via.Steps[0].nodes.resolve(8); via.Steps[0].count != 2 || !slices.Equal(got, []int{1, 4, 5}) {
+		t.Fatalf("join 2 via 1,4-5: %d members via %v", via.Steps[0].count, got)
+	}
 	nodes, err := sc.Steps[1].nodes.resolve(8)
 	if err != nil || len(nodes) != 3 || nodes[0] != 1 || nodes[2] != 5 || sc.Steps[1].value != 2.5 {
 		t.Fatalf("slow: %v %v %v", nodes, sc.Steps[1].value, err)
@@ -322,6 +329,8 @@ at end: assert accuracy >= 0.5
 		"at 3: join 0":              "number of new members",
 		"at 3: join two":            "number of new members",
 		"at 3: join 1 2":            "join or join 3",
+		"at 3: join 2 via x":        "via",
+		"at 3: join via":            "number of new members",
 		"at 3: explode 1":           "unknown step",
 		"at 3: kill":                "one node set",
 		"at 3: kill 3-1":            "0 <= a <= b",
