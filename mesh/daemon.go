@@ -825,9 +825,10 @@ func (a *Daemon) rejoin(ctx context.Context) error {
 	if auth := a.n.Config().Auth; auth != nil {
 		sign = auth.SignMessage
 	}
-	candidates := append([]string{through}, a.n.Live()...)
+	// Only members of the side that keeps its state: any other may be
+	// about to rejoin too, and its snapshot would lack the same updates.
 	var errs []error
-	for _, m := range candidates {
+	for _, m := range a.n.RejoinDonors() {
 		p, err := PeerOf(m)
 		if err != nil || p == selfPeer {
 			continue
