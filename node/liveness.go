@@ -99,8 +99,8 @@ type Event struct {
 	By string
 	// Waiting is set on a leave whose last updates have not all arrived.
 	Waiting bool
-	// Withholding is set on a suspicion of a member that keeps saying
-	// hello but whose updates the gate needs never come.
+	// Withholding is set on a suspicion of a member that is heard from
+	// but whose updates the gate needs do not come.
 	Withholding bool
 }
 
@@ -118,9 +118,9 @@ type memberInfo struct {
 	// message); admittedBy is who admitted it.
 	spoke      bool
 	admittedBy string
-	// blockedSince is the tick since which the member, by its own word
-	// past the clock the gate needs, has held the gate; withholding is set
-	// once it is suspected for that, until its entry passes withheld.
+	// blockedSince is the tick since which the member has held the gate
+	// with its entry at withheld; withholding is set once it is suspected
+	// for that, until its entry passes withheld.
 	blockedSince, withheld uint64
 	withholding            bool
 	seq                    uint64 // last hello sequence number
@@ -255,6 +255,10 @@ func (n *Node) detect() {
 			continue
 		}
 		silent := p.tick - i.heard
+		if !n.live[m] {
+			// Its hold on the gate counts from when it is live again.
+			i.blockedSince = 0
+		}
 		switch {
 		case n.Leaving(m) && silent >= suspect:
 			// It left, and its last updates never came.
@@ -289,16 +293,19 @@ func (n *Node) foundedWith(m string) bool {
 	return i != nil && i.admittedBy == ""
 }
 
-// detectWithholding suspects a live member that says (in its hellos) it
-// is past the clock this node's gate needs of it, but whose updates have
-// not arrived for the death timeout although the node asks for them: a
-// member that only says hello must not hold everyone's gate for good. It
-// stays suspected until one of its missing updates arrives.
+// detectWithholding suspects a live member whose updates this node's gate
+// has needed, without its entry moving, for the death timeout although the
+// node asks for them: a member that only says hello, or only passes on
+// others' updates, must not hold everyone's gate for good, whatever clock
+// it claims. An honest member makes an update every round, far within the
+// timeout (stretched with the slowest round), and one held back itself is
+// suspected only once nothing has moved for that long. It stays suspected
+// until one of its missing updates arrives.
 func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
 	p := &n.proto
 	need := n.syncNeed()
-	if need == 0 || n.vc.Get(m) >= need || i.clock < need {
-		i.blockedSince = 0
+	if need == 0 || n.vc.Get(m) >= need || n.vc.Get(m) != i.withheld {
+		i.blockedSince, i.withheld = 0, n.vc.Get(m)
 		return
 	}
 	if i.blockedSince == 0 {

@@ -608,3 +608,28 @@ func TestRefusedTrafficIsNoSignOfLife(t *testing.T) {
 		t.Fatal("the replayed hello was not refused")
 	}
 }
+
+// A member that is heard from (it passes on others' updates and says
+// hello, claiming it is behind) but never sends its own holds the gate
+// only for the death timeout: it is suspected as withholding, whatever
+// clock it claims, and the others finish.
+func TestMemberThatOnlyRelaysIsSuspected(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 40)
+	n.round()
+	n.nodes["c/1"] = nil
+	var seq uint64 = 100
+	var suspected bool
+	for r := 0; r < 400 && !(n.nodes["a/1"].Done() && n.nodes["b/1"].Done()); r++ {
+		seq++
+		h := n.sign(Announcement{Kind: KindHello, Member: "c/1", Clock: 1, Seq: seq}, "c/1")
+		for _, id := range []string{"a/1", "b/1"} {
+			n.nodes[id].Receive("c/1", h)
+		}
+		n.round()
+		suspected = suspected || n.nodes["a/1"].Suspected("c/1")
+	}
+	if a, b := n.nodes["a/1"], n.nodes["b/1"]; !a.Done() || !b.Done() || !suspected {
+		t.Fatalf("a done %v at %d, b done %v at %d, c suspected %v", a.Done(), a.Clock(), b.Done(), b.Clock(), suspected)
+	}
+}
