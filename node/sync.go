@@ -431,13 +431,13 @@ func (n *Node) Receive(from string, data []byte) {
 		}
 	}
 	n.receive(from, data)
-	applied := false
+	ownApplied := false
 	for k, i := range n.fresh {
 		u := updates[i]
 		if !n.vc.Has(u.Origin, u.Clock) {
 			continue
 		}
-		applied = true
+		ownApplied = ownApplied || u.Origin == from
 		// With two copies of one update in an envelope, the first that
 		// passed the core's checks was applied; which one that was is not
 		// observable here, so keep neither (the origin keeps its own).
@@ -446,10 +446,11 @@ func (n *Node) Receive(from string, data []byte) {
 		}
 		n.retain(u.Origin, u.Clock, slices.Clone(u.Frame), slices.Clone(u.Sig))
 	}
-	// Updates applied are a sign of life of the member that passed them
-	// on; requests, refusals and duplicates are not (see
-	// receiveAnnouncement).
-	if applied && n.isMember(from) {
+	// A member's own updates applied are a sign of life; what it passes on
+	// of others' is not (an honest relay says hello anyway), nor are
+	// requests, refusals and duplicates (see receiveAnnouncement): else a
+	// peer could keep a member that never makes an update live.
+	if ownApplied && n.isMember(from) {
 		n.heard(from)
 	}
 	n.releaseWithholders()
