@@ -56,8 +56,27 @@ type DaemonConfig struct {
 	// members to acknowledge its notice, and for its last sends. Default
 	// 3 s.
 	LeaveTimeout time.Duration
-	// RelayWindow is how long a relay batches arrivals (see Options).
+	// RelayWindow is how long a relay keeps collecting arrivals once it has
+	// something to forward, so that it combines what several neighbours
+	// sent into one message per next hop. 0 forwards at once.
 	RelayWindow time.Duration
+	// Overlay, when set, builds the router over the live members instead
+	// of Topology's (a testnet puts its attacker on the overlay with it).
+	Overlay func(live []string) node.Router
+	// OverlayBroadcast sends announcements down this node's overlay trees
+	// instead of over a GossipSub topic, each member forwarding those it
+	// accepted (a duplicate or a forgery goes no further): a hello costs
+	// one message per member. For a mesh whose members are all known at
+	// start (a testnet); joiners need the topic.
+	OverlayBroadcast bool
+	// Reliable says the links lose nothing (a testnet on loopback): the
+	// node never asks for updates it lacks, since every one arrives and a
+	// resend would only be a duplicate.
+	Reliable bool
+	// AfterTrain runs on the loop after every local iteration; took is how
+	// long the iteration's computation ran. A testnet uses it to report
+	// progress and to emulate slower nodes. It must return quickly.
+	AfterTrain func(n *node.Node, took time.Duration)
 	// CheckpointEvery calls Checkpoint every so many iterations (0: only
 	// at exit). Checkpoint runs on the loop, between events.
 	CheckpointEvery uint64
@@ -68,7 +87,8 @@ type DaemonConfig struct {
 	Test      []dataset.Row
 	EvalEvery uint64
 	Evaluated func(n *node.Node, testLoss float64)
-	// Progress is how often a progress line is logged. Default 5 s.
+	// Progress is how often a progress line is logged. Default 5 s;
+	// negative: never.
 	Progress time.Duration
 	// MinIteration pads iterations to at least this wall time, for demos
 	// and tests that need a run to last; 0 trains as fast as it can.
@@ -107,7 +127,9 @@ func (c *DaemonConfig) fill() error {
 	def(&c.DeadAfter, 5*time.Second)
 	def(&c.JoinTimeout, 30*time.Second)
 	def(&c.LeaveTimeout, 3*time.Second)
-	def(&c.Progress, 5*time.Second)
+	if c.Progress == 0 {
+		c.Progress = 5 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -219,35 +241,12 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	if selfPeer != cfg.Host.h.ID() {
 		return nil, fmt.Errorf("daemon: member %s does not run on host %s", a.self, cfg.Host.h.ID())
 	}
-	topicName := TopicName(cfg.Mesh)
-	// GossipSub outlives a stop request long enough to carry the leave
-	// notice; Run ends it.
-	psCtx, psCancel := context.WithCancel(context.WithoutCancel(ctx))
-	a.psCancel = psCancel
-	ps, err := pubsub.NewGossipSub(psCtx, cfg.Host.h,
-		pubsub.WithPeerScore(scoreParams(topicName), scoreThresholds()),
-		pubsub.WithFloodPublish(true),
-		pubsub.WithPeerOutboundQueueSize(256),
-		pubsub.WithValidateQueueSize(256),
-		pubsub.WithMaxMessageSize(node.MaxAnnouncementBytes+1024),
-	)
-	if err != nil {
-		psCancel()
-		return nil, fmt.Errorf("start gossipsub: %w", err)
+	a.psCancel = func() {}
+	if !cfg.OverlayBroadcast {
+		if err := a.joinTopic(ctx); err != nil {
+			return nil, err
+		}
 	}
-	if err := ps.RegisterTopicValidator(topicName, validateAnnouncement); err != nil {
-		psCancel()
-		return nil, fmt.Errorf("register membership validator: %w", err)
-	}
-	if a.topic, err = ps.Join(topicName); err != nil {
-		psCancel()
-		return nil, fmt.Errorf("join membership topic: %w", err)
-	}
-	if a.sub, err = a.topic.Subscribe(pubsub.WithBufferSize(256)); err != nil {
-		psCancel()
-		return nil, fmt.Errorf("subscribe to membership topic: %w", err)
-	}
-	a.ps = ps
 	a.configureCore()
 	for _, p := range cfg.Peers {
 		if p.Member != a.self {
@@ -270,6 +269,40 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	return a, nil
 }
 
+// joinTopic starts GossipSub and subscribes to the membership topic.
+func (a *Daemon) joinTopic(ctx context.Context) error {
+	topicName := TopicName(a.cfg.Mesh)
+	// GossipSub outlives a stop request long enough to carry the leave
+	// notice; Run ends it.
+	psCtx, psCancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.psCancel = psCancel
+	ps, err := pubsub.NewGossipSub(psCtx, a.cfg.Host.h,
+		pubsub.WithPeerScore(scoreParams(topicName), scoreThresholds()),
+		pubsub.WithFloodPublish(true),
+		pubsub.WithPeerOutboundQueueSize(256),
+		pubsub.WithValidateQueueSize(256),
+		pubsub.WithMaxMessageSize(node.MaxAnnouncementBytes+1024),
+	)
+	if err != nil {
+		psCancel()
+		return fmt.Errorf("start gossipsub: %w", err)
+	}
+	if err := ps.RegisterTopicValidator(topicName, validateAnnouncement); err != nil {
+		psCancel()
+		return fmt.Errorf("register membership validator: %w", err)
+	}
+	if a.topic, err = ps.Join(topicName); err != nil {
+		psCancel()
+		return fmt.Errorf("join membership topic: %w", err)
+	}
+	if a.sub, err = a.topic.Subscribe(pubsub.WithBufferSize(256)); err != nil {
+		psCancel()
+		return fmt.Errorf("subscribe to membership topic: %w", err)
+	}
+	a.ps = ps
+	return nil
+}
+
 // configureCore gives the core what the daemon decides: its timeouts in
 // ticks of cfg.Tick, the overlay, and this host's addresses.
 func (a *Daemon) configureCore() {
@@ -282,6 +315,9 @@ func (a *Daemon) configureCore() {
 
 // overlay is the router over the live members (node.Config.Overlay).
 func (a *Daemon) overlay(live []string) node.Router {
+	if a.cfg.Overlay != nil {
+		return a.cfg.Overlay(live)
+	}
 	if a.cfg.Topology == "full" {
 		return node.NewFullMesh(live)
 	}
@@ -389,10 +425,12 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 	start := time.Now()
 	defer close(a.stopped)
 	defer a.psCancel()
-	lctx, cancelListen := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelListen()
-	go a.listen(lctx)
-	defer a.sub.Cancel()
+	if a.sub != nil {
+		lctx, cancelListen := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancelListen()
+		go a.listen(lctx)
+		defer a.sub.Cancel()
+	}
 
 	inbox := a.cfg.Host.Inbox()
 	tick := time.NewTicker(a.cfg.Tick)
@@ -446,11 +484,11 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			a.metrics()
 			lastMetrics = now
 		}
-		if now.Sub(lastEntropy) >= 4*a.cfg.Heartbeat {
+		if !a.cfg.Reliable && now.Sub(lastEntropy) >= 4*a.cfg.Heartbeat {
 			a.sendAll(a.n.AntiEntropy())
 			lastEntropy = now
 		}
-		if now.Sub(lastProgress) >= a.cfg.Progress {
+		if a.cfg.Progress > 0 && now.Sub(lastProgress) >= a.cfg.Progress {
 			a.progress()
 			lastProgress = now
 		}
@@ -499,7 +537,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			blockedSince = now
 		}
 		// Stuck at the gate for a while: ask the members holding it back.
-		if now.Sub(blockedSince) >= a.syncAfter() && now.Sub(lastSync) >= a.syncAfter() {
+		if !a.cfg.Reliable && now.Sub(blockedSince) >= a.syncAfter() && now.Sub(lastSync) >= a.syncAfter() {
 			a.sendAll(a.n.SyncRequest())
 			lastSync = now
 		}
@@ -613,6 +651,9 @@ func (a *Daemon) train() error {
 	if err := a.n.Train(); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
+	if a.cfg.AfterTrain != nil {
+		a.cfg.AfterTrain(a.n, time.Since(started))
+	}
 	if !a.lastTrain.IsZero() {
 		took := started.Sub(a.lastTrain)
 		if a.round == 0 {
@@ -675,7 +716,25 @@ func (a *Daemon) receive(m Inbound) {
 	if from == "" {
 		from = m.From
 	}
+	before := a.n.Rejections()
 	a.n.Receive(from, m.Data)
+	if a.cfg.OverlayBroadcast && node.IsAnnouncement(m.Data) && a.n.Rejections() == before {
+		a.forwardAnnouncement(m)
+	}
+}
+
+// forwardAnnouncement passes an accepted hello or admit on down its
+// signer's overlay tree (OverlayBroadcast).
+func (a *Daemon) forwardAnnouncement(m Inbound) {
+	ann, err := node.DecodeAnnouncement(m.Data)
+	if err != nil || (ann.Kind != node.KindHello && ann.Kind != node.KindAdmit) || ann.Signer == a.self {
+		return
+	}
+	for _, hop := range a.n.Relays(ann.Signer) {
+		if p, err := PeerOf(hop); err == nil && p.String() != m.From {
+			a.cfg.Host.Send(p.String(), m.Data)
+		}
+	}
 }
 
 func (a *Daemon) send(m node.Message) {
@@ -693,6 +752,12 @@ func (a *Daemon) sendAll(msgs []node.Message) {
 }
 
 func (a *Daemon) publish(data []byte) {
+	if a.cfg.OverlayBroadcast {
+		for _, hop := range a.n.Relays(a.self) {
+			a.send(node.Message{To: hop, Data: data})
+		}
+		return
+	}
 	if err := a.topic.Publish(context.Background(), data); err != nil {
 		a.log.Warn("membership announcement not published", "err", err)
 	}

@@ -181,7 +181,11 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		staleSum += st.StalenessSum
 		reads += st.Reads
 		blocked += m.run.Blocked.Seconds()
-		links += float64(len(m.host.Libp2p().Network().Peers()))
+		if m.links > 0 {
+			links += float64(m.links)
+		} else {
+			links += float64(len(m.host.Libp2p().Network().Peers()))
+		}
 		for reason, c := range st.Rejected {
 			r.Rejected[reason] += c
 		}

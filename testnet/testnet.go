@@ -54,7 +54,7 @@ type Config struct {
 	// Factors selects sufficient factor broadcasting for softmax models.
 	Factors node.FactorMode
 	// RelayWindow is how long a node keeps collecting arrivals before it
-	// forwards them, so relays batch (see mesh.Options).
+	// forwards them, so relays batch (see mesh.DaemonConfig.RelayWindow).
 	RelayWindow time.Duration
 	// WAN shapes the links between nodes; the zero value is loopback TCP.
 	WAN LinkProfile
@@ -216,10 +216,14 @@ type member struct {
 	core    *node.Node
 	shard   *dataset.Dataset
 	batches StreamSource
-	run     mesh.RunStats
+	run     mesh.Result
 	runErr  error
 	// clock is the core's clock, for the stall watchdog.
 	clock atomic.Uint64
+	// links is the number of peers connected when the node finished its
+	// iterations: the overlay's links, before the leave notices at the
+	// end open streams to every member.
+	links int
 }
 
 // batchSource is the member's stream as the core takes it: nil when it
@@ -358,10 +362,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var wg sync.WaitGroup
 	for i, m := range members {
 		pace := cfg.pace(i, observe)
-		opts := mesh.Options{RelayWindow: cfg.RelayWindow, AfterTrain: func(n *node.Node, took time.Duration) {
-			m.clock.Store(n.Clock())
-			pace(n, took)
-		}}
+		driver, err := mesh.NewDaemon(runCtx, mesh.DaemonConfig{
+			Mesh: "testnet", Host: m.host, Node: m.core,
+			Settings:    node.Settings{Iterations: uint64(cfg.Iterations), Staleness: cfg.Staleness, LearningRate: cfg.LR, Codec: cfg.Codec},
+			RelayWindow: cfg.RelayWindow, DeadAfter: cfg.DeadAfter,
+			// The overlay stays fixed: the testnet's links lose nothing and
+			// its nodes never pull (Reliable), so a tree rebuilt while
+			// updates are in flight (members leave at the end) would
+			// strand them.
+			Overlay:          func([]string) node.Router { return router },
+			OverlayBroadcast: true, Reliable: true, Progress: -1, Logger: cfg.Logger,
+			AfterTrain: func(n *node.Node, took time.Duration) {
+				m.clock.Store(n.Clock())
+				if n.Clock() == uint64(cfg.Iterations) {
+					m.links = len(m.host.Libp2p().Network().Peers())
+				}
+				pace(n, took)
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -371,7 +392,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					cancel()
 				}
 			}()
-			m.run, m.runErr = mesh.Run(runCtx, m.core, m.host, opts)
+			m.run, m.runErr = driver.Run(runCtx)
 			if m.runErr != nil {
 				cancel()
 			}

@@ -65,7 +65,11 @@ func TestHostileFramesAreDroppedAndCounted(t *testing.T) {
 	done := make(chan error, 2)
 	for i, h := range []*Host{a, b} {
 		go func() {
-			_, err := Run(ctx, cores[i], h, Options{})
+			d, err := NewDaemon(ctx, DaemonConfig{Mesh: "m", Host: h, Node: cores[i], Settings: node.Settings{Iterations: 10},
+				OverlayBroadcast: true, Reliable: true, Progress: -1, LeaveTimeout: time.Second})
+			if err == nil {
+				_, err = d.Run(ctx)
+			}
 			done <- err
 		}()
 	}
