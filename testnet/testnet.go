@@ -371,7 +371,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			// updates are in flight (members leave at the end) would
 			// strand them.
 			Overlay:          func([]string) node.Router { return router },
-			OverlayBroadcast: true, Reliable: true, Progress: -1, Logger: cfg.Logger,
+			OverlayBroadcast: true, Reliable: true, Progress: -1, Logger: nodeLogger(cfg.Logger),
 			AfterTrain: func(n *node.Node, took time.Duration) {
 				m.clock.Store(n.Clock())
 				if n.Clock() == uint64(cfg.Iterations) {
@@ -636,4 +636,36 @@ func viewsIdentical(members []*member) bool {
 		}
 	}
 	return true
+}
+
+// quietHandler passes on only records at minLevel or above: a testnet's
+// nodes each log every membership change of every other (P² lines as the
+// run ends and they leave), which its progress lines already tell.
+type quietHandler struct {
+	slog.Handler
+	minLevel slog.Level
+}
+
+func (h quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.minLevel && h.Handler.Enabled(ctx, l)
+}
+
+func (h quietHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return quietHandler{h.Handler.WithAttrs(attrs), h.minLevel}
+}
+
+func (h quietHandler) WithGroup(name string) slog.Handler {
+	return quietHandler{h.Handler.WithGroup(name), h.minLevel}
+}
+
+// nodeLogger is the logger of a testnet node's driver: warnings and errors
+// only, unless the run logs at debug level.
+func nodeLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		l = slog.Default()
+	}
+	if l.Enabled(context.Background(), slog.LevelDebug) {
+		return l
+	}
+	return slog.New(quietHandler{l.Handler(), slog.LevelWarn})
 }
