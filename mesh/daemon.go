@@ -80,7 +80,10 @@ type DaemonConfig struct {
 	Rejoin func(member string, reply *JoinReply) (*node.Syncer, error)
 	// Metrics, when set, is kept up to date.
 	Metrics *Metrics
-	Logger  *slog.Logger
+	// LiveView, when set, is kept up to date at every heartbeat and
+	// evaluation, for the live web view (package liveview).
+	LiveView *LiveBoard
+	Logger   *slog.Logger
 }
 
 func (c *DaemonConfig) fill() error {
@@ -638,6 +641,9 @@ func (a *Daemon) evaluate() {
 	}
 	m := a.n.Evaluate(a.cfg.Test)
 	a.lastEval.clock, a.lastEval.loss, a.lastEval.accuracy = a.n.Clock(), m.Loss, m.Accuracy
+	if a.cfg.LiveView != nil {
+		a.cfg.LiveView.point(LivePoint(a.n.Clock(), time.Since(a.cfg.LiveView.start), a.cfg.Host.Traffic().BytesSent, a.n.Stats().LastLoss, m))
+	}
 	if msg := a.lossWatch.Observe(m.Loss); msg != "" {
 		a.log.Warn(msg, "clock", a.n.Clock(), "lr", a.cfg.Settings.LearningRate)
 	}
@@ -948,6 +954,9 @@ func countPeers(members []string) int {
 }
 
 func (a *Daemon) metrics() {
+	if a.cfg.LiveView != nil {
+		a.cfg.LiveView.observe(a)
+	}
 	if a.cfg.Metrics == nil {
 		return
 	}

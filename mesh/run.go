@@ -29,6 +29,11 @@ type Options struct {
 	// iteration's computation ran. A testnet uses it to report progress and
 	// to emulate slower nodes.
 	AfterTrain func(n *node.Node, took time.Duration)
+	// Observe, when set, runs on the loop after every local iteration and
+	// after every tick, with the loop's figures so far (Blocked; Wall is 0
+	// until the end): a live view copies the core's state out here, so that
+	// it also moves while the node waits at its gate.
+	Observe func(n *node.Node, st RunStats)
 }
 
 // RunStats describe one run of the loop.
@@ -106,6 +111,11 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 		}
 		out(n.Ready())
 	}
+	observe := func() {
+		if opts.Observe != nil {
+			opts.Observe(n.Node, st)
+		}
+	}
 	var blockedTicks int
 	for {
 		for drained := false; !drained; {
@@ -114,6 +124,7 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 				receive(m)
 			case <-tick.C:
 				n.Tick()
+				observe()
 			default:
 				drained = true
 			}
@@ -134,6 +145,7 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 			if opts.AfterTrain != nil {
 				opts.AfterTrain(n.Node, time.Since(trainStart))
 			}
+			observe()
 			continue
 		}
 		waitStart := time.Now()
@@ -142,6 +154,7 @@ func Run(ctx context.Context, n *node.Syncer, t Transport, opts Options) (RunSta
 			receive(m)
 		case <-tick.C:
 			n.Tick()
+			observe()
 			blockedTicks++
 			if every := int(opts.SyncAfter / opts.Tick); opts.SyncAfter > 0 && blockedTicks%max(every, 1) == 0 {
 				out(node.Ready{Messages: n.SyncRequest()})
