@@ -13,6 +13,13 @@ let updates = 0;
 function accept(state) {
   latest = state;
   updates++;
+  if (maxEvents) {
+    // A snapshot: draw now, not at a frame a headless browser may never
+    // give.
+    drawn = latest;
+    draw(drawn);
+    return;
+  }
   schedule();
 }
 
@@ -30,15 +37,27 @@ function schedule() {
 
 document.addEventListener("visibilitychange", schedule);
 
+// ?events=N draws only what the event stream sends, and leaves it after N
+// events, so that a headless browser, which waits for the network to go
+// quiet, takes a snapshot of what the stream delivered.
+const maxEvents = Number(new URLSearchParams(location.search).get("events")) || 0;
+let events = 0;
+
 function connect() {
-  fetch("api/state", { cache: "no-store" })
-    .then((r) => (r.ok ? r.json() : null))
-    .then((s) => { if (s) accept(s); })
-    .catch(() => {});
+  if (!maxEvents) {
+    fetch("api/state", { cache: "no-store" })
+      .then((r) => (r.ok ? r.json() : null))
+      .then((s) => { if (s) accept(s); })
+      .catch(() => {});
+  }
   const es = new EventSource("api/events");
   const conn = document.getElementById("conn");
   es.onopen = () => { conn.textContent = "live"; conn.className = "pill on"; };
-  es.onmessage = (ev) => accept(JSON.parse(ev.data));
+  es.onmessage = (ev) => {
+    events++;
+    if (maxEvents && events >= maxEvents) es.close();
+    accept(JSON.parse(ev.data));
+  };
   es.onerror = () => {
     conn.textContent = latest && latest.done ? "run over; server gone" : "disconnected, retrying";
     conn.className = "pill off";
@@ -87,6 +106,7 @@ function draw(s) {
   document.body.dataset.members = String(s.members.length);
   document.body.dataset.curvePoints = String(s.curve.length);
   document.body.dataset.updates = String(updates);
+  document.body.dataset.events = String(events);
 }
 
 function drawHeader(s) {
@@ -116,7 +136,7 @@ function drawMembers(s, name) {
       `<td class="id" title="${esc(m.id)}">${esc(m.name || shortID(m.id))}</td>` +
       `<td>${m.incarnation || ""}</td>` +
       `<td class="state-${esc(m.state)}">${esc(m.state)}</td>` +
-      `<td>${m.clock}</td><td>${esc(m.path || "")}</td>` +
+      `<td>${m.clock}</td><td>${esc(m.path || "–")}</td>` +
       `<td>${obs ? m.staleness_max + " / " + fixed(m.staleness_mean, 2) : "–"}</td>` +
       `<td>${obs ? fixed(m.blocked_seconds, 1) + " s" : "–"}</td>` +
       `<td>${obs ? bytes(m.bytes_sent) : "–"}</td><td>${obs ? bytes(m.bytes_received) : "–"}</td>` +
@@ -134,7 +154,7 @@ function drawGraph(s) {
   svg.replaceChildren();
   const n = s.members.length;
   if (!n) return;
-  const c = 200, R = 175, r = Math.max(3, Math.min(10, 160 / n));
+  const c = 200, R = n <= 16 ? 150 : 175, r = Math.max(3, Math.min(10, 160 / n));
   const pos = new Map();
   s.members.forEach((m, i) => {
     const a = (2 * Math.PI * i) / n - Math.PI / 2;
@@ -173,7 +193,7 @@ function drawGraph(s) {
     dot.appendChild(t);
     nodes.appendChild(dot);
     if (n <= 16) {
-      const label = el("text", { x: c + (x - c) * 1.08, y: c + (y - c) * 1.08 + 3, "text-anchor": "middle", "font-size": 10, fill: "#6b7482" });
+      const label = el("text", { x: c + (x - c) * 1.16, y: c + (y - c) * 1.1 + 3, "text-anchor": "middle", "font-size": 10, fill: "#6b7482" });
       label.textContent = m.name || shortID(m.id);
       nodes.appendChild(label);
     }
@@ -237,7 +257,7 @@ function drawClocks(s, name) {
 
 function drawCurve(svg, curve, xkey, xfmt) {
   svg.replaceChildren();
-  const W = 400, H = 220, L = 40, R = 34, T = 10, B = 26;
+  const W = 400, H = 240, L = 40, R = 46, T = 8, B = 44;
   const pts = curve.filter((p) => Number.isFinite(p[xkey]));
   const xmax = Math.max(1e-9, ...pts.map((p) => p[xkey]));
   const lossMax = Math.max(1e-9, ...pts.map((p) => Math.max(p.test_loss || 0, p.train_loss || 0)));
@@ -256,8 +276,8 @@ function drawCurve(svg, curve, xkey, xfmt) {
   text(L - 4, H - B, "0", "end");
   text(W - R + 4, T + 8, "1", "start");
   text(W - R + 4, H - B, "0", "start");
-  text(L, H - 8, "0", "start");
-  text(W - R, H - 8, xfmt(xmax), "end");
+  text(L, H - B + 13, "0", "start");
+  text(W - R, H - B + 13, xfmt(xmax), "end");
   text(L - 4, H / 2, "loss", "end");
   text(W - R + 4, H / 2, "acc/AUC", "start");
   const series = [
@@ -266,7 +286,8 @@ function drawCurve(svg, curve, xkey, xfmt) {
   ];
   let lx = L + 6;
   for (const [key, Y, label] of series) {
-    const ps = pts.filter((p) => p[key] !== undefined && p[key] !== null);
+    // Before the first iteration there is no mini-batch, so no train loss.
+    const ps = pts.filter((p) => p[key] !== undefined && p[key] !== null && (key !== "train_loss" || p.iteration > 0));
     if (!ps.length) continue;
     const poly = el("polyline", {
       class: "series " + key,
@@ -274,8 +295,8 @@ function drawCurve(svg, curve, xkey, xfmt) {
       "data-points": String(ps.length),
     });
     svg.appendChild(poly);
-    svg.appendChild(el("line", { x1: lx, y1: T + 4, x2: lx + 14, y2: T + 4, class: "series " + key }));
-    text(lx + 17, T + 7, label, "start");
+    svg.appendChild(el("line", { x1: lx, y1: H - 9, x2: lx + 14, y2: H - 9, class: "series " + key }));
+    text(lx + 17, H - 6, label, "start");
     lx += 20 + label.length * 5.5;
   }
   svg.dataset.points = String(pts.length);
