@@ -2,11 +2,13 @@ package liveview
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"math"
@@ -197,6 +199,30 @@ func (s *Server) current() []byte {
 	return s.latest
 }
 
+// compressed wraps w in gzip when the client accepts it: a state names
+// every member many times over (links, the vector clock, who waits for
+// whom), and compresses about sevenfold. The caller closes the writer.
+func compressed(w http.ResponseWriter, r *http.Request) (io.Writer, func() error, func() error) {
+	w.Header().Add("Vary", "Accept-Encoding")
+	if !acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		nop := func() error { return nil }
+		return w, nop, nop
+	}
+	w.Header().Set("Content-Encoding", "gzip")
+	gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level: no error
+	return gz, gz.Flush, gz.Close
+}
+
+func acceptsGzip(header string) bool {
+	for _, part := range strings.Split(header, ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+			return strings.ReplaceAll(params, " ", "") != "q=0"
+		}
+	}
+	return false
+}
+
 func (s *Server) serveState(w http.ResponseWriter, r *http.Request) {
 	data := s.current()
 	if data == nil {
@@ -205,7 +231,9 @@ func (s *Server) serveState(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(data)
+	out, _, closeOut := compressed(w, r)
+	_, _ = out.Write(data)
+	_ = closeOut()
 }
 
 // serveEvents streams states as server-sent events: the latest at once,
@@ -230,6 +258,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
+	out, flushOut, closeOut := compressed(w, r)
+	defer func() { _ = closeOut() }()
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
 	// A comment every 15 s keeps proxies from closing an idle stream.
@@ -240,13 +270,16 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case data := <-c:
-			if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
+			if _, err := fmt.Fprintf(out, "data: %s\n\n", data); err != nil {
 				return
 			}
 		case <-keep.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if _, err := fmt.Fprint(out, ": keep-alive\n\n"); err != nil {
 				return
 			}
+		}
+		if flushOut() != nil {
+			return
 		}
 		flusher.Flush()
 	}

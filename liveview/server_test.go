@@ -2,10 +2,15 @@ package liveview
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math"
+	"math/bits"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -235,5 +240,95 @@ func TestCheckAddr(t *testing.T) {
 		if tc.isErr && !errors.Is(err, ErrPublic) {
 			t.Errorf("CheckAddr(%q): %v does not wrap ErrPublic", tc.addr, err)
 		}
+	}
+}
+
+// meshState is the state of a testnet of p nodes on a Halton-like overlay
+// of about log2 p links each, with a 40-point curve.
+func meshState(p int) State {
+	st := State{Mode: "testnet", Iterations: 200, Staleness: 2, Rejected: map[string]uint64{}}
+	ids := make([]string, p)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("12D3KooWQvWuMEJfzfBb5mj55G37ZwTUoFnYKdEYYGmmJB%06d", i)
+	}
+	links := bits.Len(uint(p))
+	for i, id := range ids {
+		st.Members = append(st.Members, Member{ID: id, Name: fmt.Sprintf("node %d", i), Peer: id, State: StateLive, Clock: 100,
+			Observed: true, StalenessMax: 2, StalenessMean: 1.37, BlockedSeconds: 0.25, BytesSent: 1 << 20, BytesReceived: 1 << 20,
+			CompressionRatio: 6.04, TrainLoss: 0.31})
+		for k := 1; k <= links; k++ {
+			st.Links = append(st.Links, Link{From: id, To: ids[(i+k*k)%p], Path: PathDirect, BytesSent: 1 << 18, BytesReceived: 1 << 18,
+				MessagesSent: 100, MessagesReceived: 100, CompressionRatio: 6.04})
+		}
+		row := ClockRow{Holder: id, Clock: 100, Clocks: make([]uint64, p)}
+		for j := range row.Clocks {
+			row.Clocks[j] = 98 + uint64(j%3)
+		}
+		st.VectorClock.Rows = append(st.VectorClock.Rows, row)
+	}
+	st.VectorClock.Origins = ids
+	for i := range 40 {
+		acc := 0.9
+		st.Curve = append(st.Curve, Point{Iteration: uint64(5 * i), WallSeconds: float64(i), BytesSent: uint64(i) << 20, TrainLoss: 0.4, TestLoss: 0.35, TestAccuracy: &acc, TestAUC: &acc})
+	}
+	return st
+}
+
+// What one update costs the server: encoding the state of a 64-node
+// testnet (the server does it at most twice a second), and its size.
+func BenchmarkEncode64(b *testing.B) {
+	st := meshState(64)
+	var size int
+	for b.Loop() {
+		data, err := Encode(st)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(data)
+	}
+	b.ReportMetric(float64(size), "bytes/state")
+}
+
+// A client that accepts gzip gets the state compressed; one that does not,
+// plain. (Go's client asks for gzip by itself and decompresses, so the
+// event stream test above reads a compressed stream too.)
+func TestStateCompressedWhenAccepted(t *testing.T) {
+	srv := httptest.NewServer(NewServer(&fakeSource{st: meshState(64)}, Options{}).Handler())
+	defer srv.Close()
+	get := func(encoding string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/state", nil)
+		req.Header.Set("Accept-Encoding", encoding)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, body
+	}
+	resp, plain := get("identity")
+	if resp.Header.Get("Content-Encoding") != "" || !json.Valid(plain) {
+		t.Fatalf("identity: encoding %q, valid JSON %v", resp.Header.Get("Content-Encoding"), json.Valid(plain))
+	}
+	resp, packed := get("br, gzip;q=0.8")
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("gzip accepted: encoding %q", resp.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(packed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpacked, err := io.ReadAll(zr)
+	if err != nil || !bytes.Equal(unpacked, plain) {
+		t.Fatalf("gzip body does not decompress to the plain one: %v", err)
+	}
+	if len(packed)*4 > len(plain) {
+		t.Errorf("a 64-node state compresses from %d to %d bytes only", len(plain), len(packed))
+	}
+	if resp, _ := get("gzip;q=0"); resp.Header.Get("Content-Encoding") != "" {
+		t.Error("gzip;q=0 refuses gzip, but the state came compressed")
 	}
 }

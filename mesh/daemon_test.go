@@ -197,7 +197,7 @@ func TestMetricsNames(t *testing.T) {
 	body := rec.Body.String()
 	for _, want := range []string{"sketchmesh_clock 5", "sketchmesh_staleness", "sketchmesh_blocked_seconds_total",
 		`sketchmesh_bytes_total{direction="sent"}`, `sketchmesh_frames_total{kind="own"} 5`, "sketchmesh_compression_ratio",
-		"sketchmesh_peers", `sketchmesh_members{state="live"} 1`, "sketchmesh_test_accuracy", "sketchmesh_test_loss",
+		"sketchmesh_peers", `sketchmesh_members{state="live"} 1`, `sketchmesh_members_by_state{state="live"} 1`, `sketchmesh_members_by_state{state="suspected"} 0`, "sketchmesh_test_accuracy", "sketchmesh_test_loss",
 		"sketchmesh_alone_seconds", `sketchmesh_sends_lost_total{cause="dropped"} 0`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)

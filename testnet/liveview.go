@@ -12,10 +12,11 @@ import (
 )
 
 // LiveView is the live view of a testnet (liveview.Source): every node's
-// loop copies its core's state into it (mesh.Options.Observe, after each
-// iteration and each tick), node 0 adds the curve's points, and the web
-// server reads the assembled state at most a few times a second. Give it to
-// Config.Live; a later Run with the same LiveView starts it afresh.
+// loop copies its core's state into it (mesh.Options.Observe, after an
+// iteration or a tick, at most every 100 ms), node 0 adds the curve's
+// points, and the web server reads the assembled state at most a few times
+// a second. Give it to Config.Live; a later Run with the same LiveView
+// starts it afresh.
 type LiveView struct {
 	mu         sync.Mutex
 	iterations uint64
@@ -24,6 +25,7 @@ type LiveView struct {
 	out        [][]string // each node's overlay links
 	hosts      []*mesh.Host
 	cores      []mesh.CoreView
+	copied     []time.Time // when each node's core was last copied
 	blocked    []time.Duration
 	curve      []liveview.Point
 	start      time.Time
@@ -52,17 +54,30 @@ func (v *LiveView) begin(cfg Config, members []*member, router Router) {
 	defer v.mu.Unlock()
 	v.iterations, v.staleness = uint64(cfg.Iterations), cfg.Staleness
 	v.ids, v.out, v.hosts = ids, out, hosts
-	v.cores, v.blocked = make([]mesh.CoreView, n), make([]time.Duration, n)
+	v.cores, v.blocked, v.copied = make([]mesh.CoreView, n), make([]time.Duration, n), make([]time.Time, n)
 	v.curve, v.links, v.traffic = nil, nil, nil
 	v.start, v.elapsed, v.done = time.Now(), 0, false
 	v.seq++
 }
 
-// observe stores node i's state; it runs on node i's loop.
-func (v *LiveView) observe(i int, n *node.Node, st mesh.RunStats) {
+// observeEvery spaces the copies of one node's core: the server reads the
+// view at most a few times a second, so copying after every iteration of a
+// fast mesh would be work nobody sees.
+const observeEvery = 100 * time.Millisecond
+
+// observe stores node i's state, at most every observeEvery unless forced;
+// it runs on node i's loop.
+func (v *LiveView) observe(i int, n *node.Node, st mesh.RunStats, force bool) {
+	now := time.Now()
+	v.mu.Lock()
+	due := force || now.Sub(v.copied[i]) >= observeEvery
+	v.mu.Unlock()
+	if !due {
+		return
+	}
 	c := mesh.ObserveCore(n)
 	v.mu.Lock()
-	v.cores[i], v.blocked[i] = c, st.Blocked
+	v.cores[i], v.blocked[i], v.copied[i] = c, st.Blocked, now
 	v.seq++
 	v.mu.Unlock()
 }
@@ -83,7 +98,7 @@ func (v *LiveView) point(p Progress) {
 // cores are read here) and freezes the view.
 func (v *LiveView) finish(members []*member, wall time.Duration) {
 	for i, m := range members {
-		v.observe(i, m.core.Node, m.run)
+		v.observe(i, m.core.Node, m.run, true)
 	}
 	links, traffic := v.readLinks()
 	v.mu.Lock()
@@ -122,9 +137,22 @@ func (v *LiveView) readLinks() ([]liveview.Link, []mesh.TrafficStats) {
 	return links, traffic
 }
 
-// severity orders member states: the view shows the most severe state any
-// node holds of a member.
+// severity orders member states, to break ties (see stateOf).
 var severity = map[string]int{liveview.StateLive: 0, liveview.StateSuspected: 1, liveview.StateDead: 2, liveview.StateLeft: 3}
+
+// stateOf is the state most of the other nodes hold of a member, the more
+// severe on a tie: one node starved of CPU that suspects everyone does not
+// paint the whole mesh suspected, and a member half the mesh suspects
+// shows so.
+func stateOf(votes map[string]int, fallback string) string {
+	best, n := fallback, 0
+	for state, c := range votes {
+		if c > n || (c == n && severity[state] > severity[best]) {
+			best, n = state, c
+		}
+	}
+	return best
+}
 
 // LiveState implements liveview.Source.
 func (v *LiveView) LiveState() liveview.State {
@@ -147,6 +175,7 @@ func (v *LiveView) LiveState() liveview.State {
 	// Members: the testnet's nodes in order, then any other member some
 	// node knows (a hostile member under --attack).
 	index := map[string]int{}
+	votes := map[int]map[string]int{}
 	for i, id := range v.ids {
 		index[id] = i
 		st.Members = append(st.Members, mesh.NewLiveMember(id, fmt.Sprintf("node %d", i), liveview.StateLive))
@@ -159,8 +188,11 @@ func (v *LiveView) LiveState() liveview.State {
 				index[m] = k
 				st.Members = append(st.Members, mesh.NewLiveMember(m, "member "+shortPeer(m), c.States[j]))
 			}
-			if m != c.ID && severity[c.States[j]] > severity[st.Members[k].State] {
-				st.Members[k].State = c.States[j]
+			if m != c.ID {
+				if votes[k] == nil {
+					votes[k] = map[string]int{}
+				}
+				votes[k][c.States[j]]++
 			}
 			if k >= len(v.ids) {
 				st.Members[k].Clock = max(st.Members[k].Clock, c.Held[j])
@@ -169,6 +201,9 @@ func (v *LiveView) LiveState() liveview.State {
 		for r, n := range c.Rejected {
 			st.Rejected[r] += n
 		}
+	}
+	for k := range st.Members {
+		st.Members[k].State = stateOf(votes[k], st.Members[k].State)
 	}
 	origins := make([]string, len(st.Members))
 	for k, m := range st.Members {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/sketchmesh/sketchmesh/dataset"
 
 	"github.com/sketchmesh/sketchmesh/liveview"
 	"github.com/sketchmesh/sketchmesh/model"
@@ -104,6 +107,54 @@ func TestLiveViewOfATestnet(t *testing.T) {
 		r := rep.Curve[i]
 		if p.Iteration != r.Iteration || p.TestLoss != r.TestLoss || p.BytesSent != r.BytesSent || p.TestAUC == nil || *p.TestAUC != *r.TestAUC {
 			t.Errorf("curve point %d: %+v, the report's %+v", i, p, r)
+		}
+	}
+}
+
+// What one update of the live view costs the server at 64 nodes: the state
+// assembled from every node's copy and the hosts' per-peer counters, and
+// encoded (the server does both at most twice a second). The run itself is
+// setup.
+func BenchmarkLiveView64(b *testing.B) {
+	train, test, err := dataset.Builtin("rcv1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	live := NewLiveView()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := Run(ctx, Config{
+		Nodes: 64, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
+		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 20, Seed: 1, Codec: "sketchml", Staleness: 2, Live: live,
+	}); err != nil {
+		b.Fatal(err)
+	}
+	// Read the hosts' counters as during the run.
+	live.done = false
+	var size int
+	for b.Loop() {
+		data, err := liveview.Encode(live.LiveState())
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(data)
+	}
+	b.ReportMetric(float64(size), "bytes/state")
+}
+
+func TestStateOfMemberIsTheMostHeld(t *testing.T) {
+	for _, tc := range []struct {
+		votes map[string]int
+		want  string
+	}{
+		{nil, liveview.StateLive},
+		{map[string]int{liveview.StateLive: 62, liveview.StateDead: 1}, liveview.StateLive},
+		{map[string]int{liveview.StateLive: 2, liveview.StateSuspected: 2}, liveview.StateSuspected},
+		{map[string]int{liveview.StateSuspected: 3, liveview.StateDead: 5, liveview.StateLive: 1}, liveview.StateDead},
+		{map[string]int{liveview.StateLeft: 1}, liveview.StateLeft},
+	} {
+		if got := stateOf(tc.votes, liveview.StateLive); got != tc.want {
+			t.Errorf("stateOf(%v) = %s, want %s", tc.votes, got, tc.want)
 		}
 	}
 }

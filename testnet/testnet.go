@@ -325,7 +325,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			pace(n, took)
 		}}
 		if cfg.Live != nil {
-			opts.Observe = func(n *node.Node, st mesh.RunStats) { cfg.Live.observe(i, n, st) }
+			opts.Observe = func(n *node.Node, st mesh.RunStats) { cfg.Live.observe(i, n, st, false) }
 		}
 		wg.Add(1)
 		go func() {

@@ -10,9 +10,31 @@ let drawn = null;
 let scheduled = false;
 let updates = 0;
 
+// ?bench=N redraws the first state N times, every member's clock moved on
+// at each, and records the mean time of a redraw (data-bench-ms): what a
+// state costs the page, for the figures in the README.
+const bench = Number(new URLSearchParams(location.search).get("bench")) || 0;
+
+function runBench(state) {
+  let total = 0;
+  for (let k = 1; k <= bench; k++) {
+    const s = JSON.parse(JSON.stringify(state));
+    for (const m of s.members) m.clock += k;
+    for (const r of s.vector_clock.rows) { r.clock += k; r.clocks = r.clocks.map((c) => c + k); }
+    const t = performance.now();
+    draw(s);
+    if (k > 1) total += performance.now() - t; // the first draw is cold
+  }
+  document.body.dataset.benchMs = (total / Math.max(bench - 1, 1)).toFixed(1);
+}
+
 function accept(state) {
   latest = state;
   updates++;
+  if (bench && updates === 1) {
+    runBench(state);
+    return;
+  }
   if (maxEvents) {
     // A snapshot: draw now, not at a frame a headless browser may never
     // give.
@@ -93,20 +115,28 @@ function el(tag, attrs) {
 // ---- drawing ----
 
 function draw(s) {
+  const t0 = performance.now();
   const names = new Map(s.members.map((m) => [m.id, m.name || shortID(m.id)]));
   const name = (id) => names.get(id) || shortID(id);
-  drawHeader(s);
-  drawMembers(s, name);
-  drawGraph(s);
-  drawClocks(s, name);
-  drawCurve(document.getElementById("curve-time"), s.curve, "wall_seconds", (v) => v.toFixed(1) + " s");
-  drawCurve(document.getElementById("curve-bytes"), s.curve, "bytes_sent", bytes);
-  drawLinks(s, name);
-  drawRejected(s);
+  const parts = [];
+  const timed = (label, f) => { const t = performance.now(); f(); parts.push(label + " " + (performance.now() - t).toFixed(1)); };
+  timed("header", () => drawHeader(s));
+  timed("members", () => drawMembers(s, name));
+  timed("graph", () => drawGraph(s));
+  timed("clocks", () => drawClocks(s, name));
+  timed("curves", () => {
+    drawCurve(document.getElementById("curve-time"), s.curve, "wall_seconds", (v) => v.toFixed(1) + " s");
+    drawCurve(document.getElementById("curve-bytes"), s.curve, "bytes_sent", bytes);
+  });
+  timed("links", () => drawLinks(s, name));
+  timed("rejected", () => drawRejected(s));
+  document.body.dataset.drawParts = parts.join(", ");
   document.body.dataset.members = String(s.members.length);
   document.body.dataset.curvePoints = String(s.curve.length);
   document.body.dataset.updates = String(updates);
   document.body.dataset.events = String(events);
+  // What a redraw costs, for the figures in the README.
+  document.body.dataset.drawMs = (performance.now() - t0).toFixed(1);
 }
 
 function drawHeader(s) {
@@ -144,9 +174,29 @@ function drawMembers(s, name) {
       `<td>${obs ? fixed(m.train_loss, 4) : "–"}</td>` +
       `<td class="wait">${esc(wait)}</td></tr>`;
   });
-  document.querySelector("#members tbody").innerHTML = rows.join("");
+  patchRows(document.querySelector("#members tbody"), rows);
   document.getElementById("member-summary").textContent =
     s.members.length + " members: " + Object.entries(counts).map(([k, v]) => v + " " + k).join(", ");
+}
+
+// patchRows replaces only the rows whose markup changed: between two
+// states of a large mesh most rows stay as they were.
+const rowMarkup = new WeakMap();
+
+function patchRows(tbody, rows) {
+  const old = tbody.rows;
+  const keys = rowMarkup.get(tbody);
+  if (!keys || old.length !== rows.length) {
+    tbody.innerHTML = rows.join("");
+  } else {
+    const tmp = document.createElement("tbody");
+    rows.forEach((html, i) => {
+      if (keys[i] === html) return;
+      tmp.innerHTML = html;
+      tbody.replaceChild(tmp.firstChild, old[i]);
+    });
+  }
+  rowMarkup.set(tbody, rows);
 }
 
 function drawGraph(s) {
@@ -230,27 +280,47 @@ function drawClocks(s, name) {
       g.restore();
     });
   }
+  // One pixel per cell, scaled up: a 64-node matrix is 4,096 cells, and a
+  // rectangle each would cost more than the rest of the page.
+  const cells = g.createImageData(Math.max(cols, 1), Math.max(rows, 1));
+  const rgb = { live: [207, 238, 221], stale: [244, 227, 168], behind: [240, 169, 162], gone: [227, 230, 235] };
+  vc.rows.forEach((row, i) => {
+    row.clocks.forEach((c, j) => {
+      const lag = row.clock > c ? row.clock - c : 0;
+      const st = states.get(vc.origins[j]);
+      const color = st && st !== "live" ? rgb.gone : lag === 0 ? rgb.live : lag <= s.staleness ? rgb.stale : rgb.behind;
+      const k = 4 * (i * cols + j);
+      cells.data[k] = color[0];
+      cells.data[k + 1] = color[1];
+      cells.data[k + 2] = color[2];
+      cells.data[k + 3] = 255;
+    });
+  });
+  const scratch = document.createElement("canvas");
+  scratch.width = cells.width;
+  scratch.height = cells.height;
+  scratch.getContext("2d").putImageData(cells, 0, 0);
+  g.imageSmoothingEnabled = false;
+  g.drawImage(scratch, label, label, cw * cols, ch * rows);
+  // Grid lines and, when the cells are large enough, the clocks.
+  g.strokeStyle = "#ffffff";
+  g.lineWidth = 1;
+  if (cw >= 6) {
+    g.beginPath();
+    for (let j = 1; j < cols; j++) { g.moveTo(label + j * cw, label); g.lineTo(label + j * cw, label + ch * rows); }
+    for (let i = 1; i < rows; i++) { g.moveTo(label, label + i * ch); g.lineTo(label + cw * cols, label + i * ch); }
+    g.stroke();
+  }
   vc.rows.forEach((row, i) => {
     const y = label + i * ch;
     if (label) {
       g.fillStyle = "#6b7482";
       g.fillText(name(row.holder).slice(0, 8), 0, y + ch / 2 + 3);
     }
-    row.clocks.forEach((c, j) => {
-      const lag = row.clock > c ? row.clock - c : 0;
-      const st = states.get(vc.origins[j]);
-      let color;
-      if (st && st !== "live") color = "#e3e6eb";
-      else if (lag === 0) color = "#cfeedd";
-      else if (lag <= s.staleness) color = "#f4e3a8";
-      else color = "#f0a9a2";
-      g.fillStyle = color;
-      g.fillRect(label + j * cw, y, Math.max(cw - 1, 1), Math.max(ch - 1, 1));
-      if (cw >= 22 && ch >= 12) {
-        g.fillStyle = "#1d2430";
-        g.fillText(String(c), label + j * cw + 3, y + ch / 2 + 3);
-      }
-    });
+    if (cw >= 22 && ch >= 12) {
+      g.fillStyle = "#1d2430";
+      row.clocks.forEach((c, j) => g.fillText(String(c), label + j * cw + 3, y + ch / 2 + 3));
+    }
   });
   canvas.dataset.cells = String(cols * rows);
 }
