@@ -3,8 +3,6 @@ package cmd
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net"
 
@@ -49,8 +47,8 @@ func (f *uiFlags) listen() (net.Listener, error) {
 }
 
 // serveUI serves the live view of src on ln until the returned stop is
-// called, and says where on stderr.
-func serveUI(ln net.Listener, src liveview.Source, public bool, stderr io.Writer, logger *slog.Logger) (url string, stop func()) {
+// called, and says where through say.
+func serveUI(ln net.Listener, src liveview.Source, public bool, say func(url string), logger *slog.Logger) (url string, stop func()) {
 	if public {
 		liveview.WarnPublic(logger, ln.Addr())
 	}
@@ -64,7 +62,7 @@ func serveUI(ln net.Listener, src liveview.Source, public bool, stderr io.Writer
 		}
 	}()
 	url = "http://" + ln.Addr().String() + "/"
-	fmt.Fprintf(stderr, "live view: %s\n", url)
+	say(url)
 	return url, func() {
 		cancel()
 		<-done

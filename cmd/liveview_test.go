@@ -241,3 +241,41 @@ func TestTestnetLiveViewInChromium(t *testing.T) {
 		t.Error("the live view is still served after the command exited")
 	}
 }
+
+// A `run` node with --ui serves its own view of the mesh: itself, observed,
+// with its clock and curve, and the vector clock it holds.
+func TestRunLiveView(t *testing.T) {
+	bin, dir := e2eSetup(t)
+	const iterations = 60
+	p := startNode(t, bin, "a", append(keyArgs(dir, "a"), "--ui", "127.0.0.1:0", "--eval-every", "10", "--iterations", strconv.Itoa(iterations))...)
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
+		p.mu.Lock()
+		url = p.ui
+		p.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no 'serving the live view' log line")
+		}
+	}
+	var st liveview.State
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var err error
+		st, err = getState(url)
+		if err == nil && len(st.Members) == 1 && st.Members[0].Clock >= 20 && len(st.Curve) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no live data from the node after 60 s: %v %+v", err, st)
+		}
+	}
+	m := st.Members[0]
+	if st.Mode != "run" || st.Self != m.ID || !m.Observed || m.State != liveview.StateLive || m.Incarnation == 0 || st.Iterations != iterations {
+		t.Errorf("run's live view: mode %q self %q iterations %d, member %+v", st.Mode, st.Self, st.Iterations, m)
+	}
+	if r := st.VectorClock.Rows; len(r) != 1 || r[0].Holder != m.ID || len(r[0].Clocks) != 1 || r[0].Clocks[0] != r[0].Clock {
+		t.Errorf("vector clock %+v", st.VectorClock)
+	}
+	if got := p.wait(t); got.Clock != iterations {
+		t.Errorf("the node ended at clock %d", got.Clock)
+	}
+}

@@ -320,7 +320,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var liveBoard *mesh.LiveBoard
 	if uiListener != nil {
 		liveBoard = mesh.NewLiveBoard()
-		_, stop := serveUI(uiListener, liveBoard, f.ui.public, stderr, logger)
+		say := func(url string) { logger.Info("serving the live view", "url", url) }
+		_, stop := serveUI(uiListener, liveBoard, f.ui.public, say, logger)
 		defer stop()
 	}
 	var peers []mesh.PeerRecord

@@ -304,7 +304,8 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	finished := false
 	if uiListener != nil {
 		cfg.Live = testnet.NewLiveView()
-		url, stop := serveUI(uiListener, cfg.Live, f.ui.public, stderr, cfg.Logger)
+		say := func(url string) { fmt.Fprintf(stderr, "live view: %s\n", url) }
+		url, stop := serveUI(uiListener, cfg.Live, f.ui.public, say, cfg.Logger)
 		defer stop()
 		defer func() {
 			// A run that ended can be looked at, until Ctrl-C.
