@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -113,8 +114,9 @@ func LivePoint(clock uint64, elapsed time.Duration, bytesSent uint64, trainLoss 
 	}
 }
 
+// optionalFigure maps NaN (the model has no such figure) to absent.
 func optionalFigure(v float64) *float64 {
-	if v != v { // NaN: the model has no such figure
+	if math.IsNaN(v) {
 		return nil
 	}
 	return &v

@@ -122,10 +122,7 @@ func (v *LiveView) readLinks() ([]liveview.Link, []mesh.TrafficStats) {
 		traffic[i] = h.Traffic()
 		peers := h.PeerTraffic()
 		for _, to := range out[i] {
-			t, ok := peers[to]
-			if !ok {
-				t.Path = ""
-			}
+			t := peers[to] // zero, and path "", until an update stream ran
 			links = append(links, liveview.Link{
 				From: hosts[i].ID(), To: to, Path: t.Path,
 				BytesSent: t.BytesSent, BytesReceived: t.BytesReceived,
