@@ -92,7 +92,7 @@ var flagGroups = []struct {
 	{"Network", []string{"listen", "join", "mesh", "announce", "relay", "relay-service", "topology", "relay-window", "wan",
 		"heartbeat", "dead-after", "history"}},
 	{"Security", []string{"key", "psk", "allow", "allow-list", "sign", "robust", "attack"}},
-	{"Output", []string{"eval-every", "progress", "json", "log-level", "log-format", "metrics", "checkpoint-dir", "checkpoint-every", "save-model",
+	{"Output", []string{"eval-every", "progress", "json", "log-level", "log-format", "metrics", "ui", "ui-public", "checkpoint-dir", "checkpoint-every", "save-model",
 		"compare", "sweep-staleness", "plot", "config"}},
 }
 

@@ -64,6 +64,7 @@ type runFlags struct {
 	checkpointEvery uint64
 	keepBest        bool
 	metrics         string
+	ui              uiFlags
 	psk             string
 	allow           string
 	robust          string
@@ -120,6 +121,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping, for meshes that may hold a faulty or malicious member)")
 	fs.StringVar(&f.allow, "allow", "", "admit only these peers: peer ids separated by commas, or @FILE for a file of them, one per line")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at this host:port, e.g. 127.0.0.1:9090 (path /metrics)")
+	f.ui.register(fs)
 	fs.DurationVar(&f.deadAfter, "dead-after", 5*time.Second, "floor of the silence after which a member is suspected (the gate no longer waits for it); it is declared dead after four times as long; both grow to 10 of the mesh's slowest rounds")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often the node announces itself on the membership topic")
 	fs.IntVar(&f.history, "history", 512, "own updates this node keeps for members that missed them, in iterations (>= 1); a member cut off for longer catches up by snapshot, as a new incarnation")
@@ -218,6 +220,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return badInput("--metrics %s: %w", f.metrics, err)
 		}
 		defer metricsListener.Close()
+	}
+	uiListener, err := f.ui.listen()
+	if err != nil {
+		return err
+	}
+	if uiListener != nil {
+		defer uiListener.Close()
 	}
 	key, err := f.identity(logger)
 	if err != nil {
@@ -345,6 +354,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		metrics = mesh.NewMetrics()
 		defer serveMetrics(metricsListener, metrics, logger)()
 	}
+	var liveBoard *mesh.LiveBoard
+	if uiListener != nil {
+		liveBoard = mesh.NewLiveBoard()
+		say := func(url string) { logger.Info("serving the live view", "url", url) }
+		_, stop := serveUI(uiListener, liveBoard, f.ui.public, say, logger)
+		defer stop()
+	}
 	var peers []mesh.PeerRecord
 	if reply != nil {
 		peers = reply.Members
@@ -352,7 +368,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	daemonCfg := mesh.DaemonConfig{
 		Mesh: f.mesh, Host: host, Node: core, Settings: settings, Peers: peers, MinMembers: f.waitMembers,
 		Topology: f.topology, Heartbeat: f.heartbeat, DeadAfter: f.deadAfter, RelayWindow: f.relayWindow,
-		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.training.evalInterval(settings.Iterations), Metrics: metrics, Logger: logger,
+		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.training.evalInterval(settings.Iterations), Metrics: metrics, LiveView: liveBoard, Logger: logger,
 		MinIteration: f.minIteration, Progress: f.progress,
 	}
 	// A member that fell behind the frame history rejoins as a new

@@ -44,6 +44,7 @@ type proc struct {
 	stdout  bytes.Buffer
 	addr    string // its first listening multiaddr
 	metrics string // its metrics URL
+	ui      string // its live view URL (--ui)
 	done    chan error
 	mu      sync.Mutex // guards stdout, addr and metrics while it runs
 }
@@ -108,6 +109,11 @@ func startNodeIn(t *testing.T, prefix []string, bin, name string, args ...string
 		for sc.Scan() {
 			var rec map[string]any
 			if json.Unmarshal(sc.Bytes(), &rec) == nil {
+				if rec["msg"] == "serving the live view" {
+					mu.Lock()
+					p.ui, _ = rec["url"].(string)
+					mu.Unlock()
+				}
 				if rec["msg"] == "serving metrics" {
 					mu.Lock()
 					p.metrics, _ = rec["url"].(string)

@@ -56,6 +56,7 @@ type testnetFlags struct {
 	saveModel        string
 	hashBits         uint
 	format           string
+	ui               uiFlags
 	stream           streamFlags
 	// fs is the parsed flag set, for flags whose meaning depends on
 	// whether they were given.
@@ -94,6 +95,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", "auto", formatHelp)
 	f.stream.register(fs)
 	fs.StringVar(&f.saveModel, "save-model", "", "write node 0's final model to this file (see sketchmesh predict and export)")
+	f.ui.register(fs)
 	fs.StringVar(&f.attack, "attack", "", "run a hostile peer of this kind against the mesh while it trains ("+strings.Join(testnet.AttackKinds, ", ")+"); turns on --sign, a PSK and --allow-list, and first runs the same mesh without the attacker to compare")
 }
 
@@ -344,6 +346,24 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	uiListener, err := f.ui.listen()
+	if err != nil {
+		return err
+	}
+	finished := false
+	if uiListener != nil {
+		cfg.Live = testnet.NewLiveView()
+		say := func(url string) { fmt.Fprintf(stderr, "live view: %s\n", url) }
+		url, stop := serveUI(uiListener, cfg.Live, f.ui.public, say, cfg.Logger)
+		defer stop()
+		defer func() {
+			// A run that ended can be looked at, until Ctrl-C.
+			if finished && ctx.Err() == nil {
+				fmt.Fprintf(stderr, "live view: the run is over; still serving %s until Ctrl-C\n", url)
+				<-ctx.Done()
+			}
+		}()
+	}
 	codecs, staleness := "codec "+cfg.Codec, "staleness "+strconv.Itoa(cfg.Staleness)
 	switch {
 	case f.compare != "":
@@ -371,8 +391,10 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		for i, v := range values {
 			labels[i] = strconv.Itoa(v)
 		}
-		return runSweep(ctx, cfg, "staleness", labels, func(c *testnet.Config, i int) { c.Staleness = values[i] },
+		err = runSweep(ctx, cfg, "staleness", labels, func(c *testnet.Config, i int) { c.Staleness = values[i] },
 			f.targetLoss, f.plot, f.json, stdout, stderr)
+		finished = err == nil
+		return err
 	case f.compare != "":
 		names, err := parseList("compare", f.compare)
 		if err != nil {
@@ -383,8 +405,10 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				return err
 			}
 		}
-		return runSweep(ctx, cfg, "codec", names, func(c *testnet.Config, i int) { c.Codec = names[i] },
+		err = runSweep(ctx, cfg, "codec", names, func(c *testnet.Config, i int) { c.Codec = names[i] },
 			f.targetLoss, f.plot, f.json, stdout, stderr)
+		finished = err == nil
+		return err
 	}
 	var watch model.LossWatch
 	cfg.Progress = func(p testnet.Progress) {
@@ -421,6 +445,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return errInterrupted
 	}
+	finished = true
 	return nil
 }
 

@@ -77,6 +77,11 @@ type DaemonConfig struct {
 	// long the iteration's computation ran. A testnet uses it to report
 	// progress and to emulate slower nodes. It must return quickly.
 	AfterTrain func(n *node.Node, took time.Duration)
+	// Observe, when set, runs on the loop after every local iteration and
+	// every tick, with the time blocked at the gate so far: a live view
+	// copies the core's state out here, so that it also moves while the
+	// node waits. It must return quickly.
+	Observe func(n *node.Node, blocked time.Duration)
 	// CheckpointEvery calls Checkpoint every so many iterations (0: only
 	// at exit). Checkpoint runs on the loop, between events.
 	CheckpointEvery uint64
@@ -100,7 +105,10 @@ type DaemonConfig struct {
 	Rejoin func(member string, reply *JoinReply) (*node.Node, error)
 	// Metrics, when set, is kept up to date.
 	Metrics *Metrics
-	Logger  *slog.Logger
+	// LiveView, when set, is kept up to date at every heartbeat and
+	// evaluation, for the live web view (package liveview).
+	LiveView *LiveBoard
+	Logger   *slog.Logger
 }
 
 func (c *DaemonConfig) fill() error {
@@ -470,7 +478,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			case call := <-a.joins:
 				call.reply <- a.admit(call.req)
 			case <-tick.C:
-				a.n.Tick()
+				a.tick()
 			default:
 				drained = true
 			}
@@ -549,7 +557,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 		case call := <-a.joins:
 			call.reply <- a.admit(call.req)
 		case <-tick.C:
-			a.n.Tick()
+			a.tick()
 		case <-paceC:
 		case <-ctx.Done():
 		}
@@ -646,6 +654,18 @@ func (a *Daemon) syncAfter() time.Duration {
 	return max(200*time.Millisecond, 3*a.round)
 }
 
+// tick advances the core's clock of ticks, and shows the core to Observe.
+func (a *Daemon) tick() {
+	a.n.Tick()
+	a.observe()
+}
+
+func (a *Daemon) observe() {
+	if a.cfg.Observe != nil {
+		a.cfg.Observe(a.n, a.blocked)
+	}
+}
+
 func (a *Daemon) train() error {
 	started := time.Now()
 	if err := a.n.Train(); err != nil {
@@ -654,6 +674,7 @@ func (a *Daemon) train() error {
 	if a.cfg.AfterTrain != nil {
 		a.cfg.AfterTrain(a.n, time.Since(started))
 	}
+	a.observe()
 	if !a.lastTrain.IsZero() {
 		took := started.Sub(a.lastTrain)
 		if a.round == 0 {
@@ -679,6 +700,9 @@ func (a *Daemon) evaluate() {
 	}
 	m := a.n.Evaluate(a.cfg.Test)
 	a.lastEval.clock, a.lastEval.loss, a.lastEval.accuracy = a.n.Clock(), m.Loss, m.Accuracy
+	if a.cfg.LiveView != nil {
+		a.cfg.LiveView.point(LivePoint(a.n.Clock(), time.Since(a.cfg.LiveView.start), a.cfg.Host.Traffic().BytesSent, a.n.Stats().LastLoss, m))
+	}
 	if msg := a.lossWatch.Observe(m.Loss); msg != "" {
 		a.log.Warn(msg, "clock", a.n.Clock(), "lr", a.cfg.Settings.LearningRate)
 	}
@@ -1014,6 +1038,9 @@ func countPeers(members []string) int {
 }
 
 func (a *Daemon) metrics() {
+	if a.cfg.LiveView != nil {
+		a.cfg.LiveView.observe(a)
+	}
 	if a.cfg.Metrics == nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/liveview"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -52,7 +53,7 @@ func startDaemon(t *testing.T, ctx context.Context, set node.Settings, shard []d
 // train together and end holding the same updates, each applied once; a
 // joiner with a conflicting explicit setting is refused with its name.
 func TestDaemonsJoinTrainAndAgree(t *testing.T) {
-	train, _, err := dataset.Builtin("rcv1")
+	train, test, err := dataset.Builtin("rcv1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +62,9 @@ func TestDaemonsJoinTrainAndAgree(t *testing.T) {
 	defer cancel()
 	hosts := []*Host{newTestHost(t), newTestHost(t), newTestHost(t)}
 	founder := startDaemon(t, ctx, set, train.Shard(0, 3).Rows, nil, hosts[0])
+	// The founder keeps a live view, evaluating every 10 iterations.
+	board := NewLiveBoard()
+	founder.cfg.LiveView, founder.cfg.Test, founder.cfg.EvalEvery = board, test.Rows, 10
 	seed := hosts[0].Addrs()[0]
 
 	daemons := []*Daemon{founder}
@@ -122,6 +126,52 @@ func TestDaemonsJoinTrainAndAgree(t *testing.T) {
 			t.Errorf("nodes hold %v updates; want the same everywhere", held)
 		}
 	}
+	checkLiveBoard(t, board.LiveState(), founder.self, set.Iterations)
+}
+
+// checkLiveBoard checks the founder's live view at the end of a run of
+// three members: itself observed at its last clock, the others announced,
+// live or gone with notice, its links to them direct and carrying bytes,
+// and its curve at every evaluation.
+func checkLiveBoard(t *testing.T, st liveview.State, self string, iterations uint64) {
+	t.Helper()
+	if st.Mode != "run" || st.Self != self || st.Iterations != iterations || len(st.Members) != 3 {
+		t.Fatalf("live view: mode %q, self %q, iterations %d, %d members", st.Mode, st.Self, st.Iterations, len(st.Members))
+	}
+	for _, m := range st.Members {
+		if m.ID == self {
+			if !m.Observed || m.Clock != iterations || m.State != liveview.StateLive || m.BytesSent == 0 || m.Incarnation != 1 {
+				t.Errorf("self in the live view: %+v", m)
+			}
+			continue
+		}
+		// A member that left may have closed its connections.
+		path := m.Path == liveview.PathDirect || (m.State == liveview.StateLeft && m.Path == "")
+		// The clock is what the member announced: its last, in its leave
+		// notice; in its hellos, at most that.
+		clock := m.Clock <= iterations && (m.State != liveview.StateLeft || m.Clock == iterations)
+		if m.Observed || (m.State != liveview.StateLive && m.State != liveview.StateLeft) || !clock || !path {
+			t.Errorf("member %s in the live view: %+v", m.ID, m)
+		}
+	}
+	own := 0
+	for _, l := range st.Links {
+		if l.From == self {
+			own++
+			if l.Path != liveview.PathDirect || l.BytesSent == 0 || l.BytesReceived == 0 {
+				t.Errorf("link %s → %s: %+v", l.From, l.To, l)
+			}
+		}
+	}
+	if own == 0 {
+		t.Error("no link of the founder's in the live view")
+	}
+	if r := st.VectorClock.Rows; len(r) != 1 || r[0].Holder != self || len(r[0].Clocks) != 3 {
+		t.Fatalf("vector clock rows %+v", r)
+	}
+	if len(st.Curve) != int(iterations/10)+1 || st.Curve[len(st.Curve)-1].Iteration != iterations {
+		t.Errorf("curve %+v, want a point every 10 iterations and one at the end", st.Curve)
+	}
 }
 
 // The metrics a running node exposes carry the names operators rely on.
@@ -147,7 +197,7 @@ func TestMetricsNames(t *testing.T) {
 	body := rec.Body.String()
 	for _, want := range []string{"sketchmesh_clock 5", "sketchmesh_staleness", "sketchmesh_blocked_seconds_total",
 		`sketchmesh_bytes_total{direction="sent"}`, `sketchmesh_frames_total{kind="own"} 5`, "sketchmesh_compression_ratio",
-		"sketchmesh_peers", `sketchmesh_members{state="live"} 1`, "sketchmesh_test_accuracy", "sketchmesh_test_loss",
+		"sketchmesh_peers", `sketchmesh_members{state="live"} 1`, `sketchmesh_members_by_state{state="live"} 1`, `sketchmesh_members_by_state{state="suspected"} 0`, "sketchmesh_test_accuracy", "sketchmesh_test_loss",
 		"sketchmesh_alone_seconds", `sketchmesh_sends_lost_total{cause="dropped"} 0`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)

@@ -20,7 +20,10 @@
 // daemon declares a silent member dead after a timeout that follows the
 // mesh's round time. Reaching members behind NATs (QUIC, relays, hole
 // punching, AutoNAT) is in reach.go; private networks, allow lists, limits
-// and update signatures in security.go; Prometheus metrics in metrics.go.
+// and update signatures in security.go; Prometheus metrics in metrics.go;
+// what the live web view shows of a core and of the host's links, copied on
+// the loop that owns the core, in liveview.go (LiveBoard for the daemon,
+// ObserveCore for the testnet's loops through Options.Observe).
 //
 // # Concurrency
 //

@@ -156,6 +156,8 @@ type Host struct {
 	// the paths of update streams.
 	reach *reacher
 	links linkBook
+	// traffic counts each peer's update messages (PeerTraffic).
+	traffic peerBook
 
 	mu      sync.Mutex
 	senders map[peer.ID]*sender
@@ -404,7 +406,7 @@ func (m *Host) Send(to string, data []byte) {
 	}
 	s := m.senders[pid]
 	if s == nil {
-		s = &sender{host: m, to: pid, wake: make(chan struct{}, 1)}
+		s = &sender{host: m, to: pid, wake: make(chan struct{}, 1), counters: m.traffic.get(pid)}
 		if m.shape != nil {
 			s.shape = m.shape(to)
 		}
@@ -526,6 +528,7 @@ func (m *Host) handleStream(s network.Stream) {
 		}
 	}()
 	m.linkUp(from, s.Conn())
+	counters := m.traffic.get(from)
 	r := bufio.NewReader(s)
 	for {
 		data, err := readMessageMax(r, m.maxMessage)
@@ -554,6 +557,8 @@ func (m *Host) handleStream(s network.Stream) {
 		}
 		m.bytesRecv.Add(uint64(len(data) + lengthPrefix))
 		m.msgsRecv.Add(1)
+		counters.bytesRecv.Add(uint64(len(data) + lengthPrefix))
+		counters.msgsRecv.Add(1)
 		if wait := m.rate.delay(from, len(data)+lengthPrefix, time.Now()); wait > 0 {
 			m.throttled.Add(1)
 			m.throttledNanos.Add(uint64(wait))
@@ -631,9 +636,10 @@ func writeMessage(w io.Writer, data []byte) error {
 
 // sender owns the outbound stream to one peer and drains its queue in order.
 type sender struct {
-	host *Host
-	to   peer.ID
-	wake chan struct{}
+	host     *Host
+	to       peer.ID
+	wake     chan struct{}
+	counters *peerCounters
 
 	shape LinkShape
 	// lastWarn and suppressed rate-limit failure reports (warnFailure);
@@ -835,6 +841,8 @@ func (s *sender) write(stream network.Stream, data []byte) (network.Stream, erro
 		}
 		s.host.bytesSent.Add(uint64(len(data) + lengthPrefix))
 		s.host.msgsSent.Add(1)
+		s.counters.bytesSent.Add(uint64(len(data) + lengthPrefix))
+		s.counters.msgsSent.Add(1)
 		if node.IsAnnouncement(data) {
 			s.host.membershipBytesSent.Add(uint64(len(data) + lengthPrefix))
 			s.host.membershipMsgsSent.Add(1)

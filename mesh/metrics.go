@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sketchmesh/sketchmesh/liveview"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -39,6 +40,9 @@ type metricsSnapshot struct {
 	sendFailed, sendDropped              float64
 	oversized, truncated, throttled      float64
 	viewDivergence                       float64
+	// byState counts the members by liveview state (live, suspected,
+	// dead, left).
+	byState map[string]float64
 }
 
 var (
@@ -47,6 +51,7 @@ var (
 	descBlocked      = prometheus.NewDesc("sketchmesh_blocked_seconds_total", "Time spent waiting at the staleness gate, in seconds.", nil, nil)
 	descPeers        = prometheus.NewDesc("sketchmesh_peers", "libp2p peers this node holds a connection to.", nil, nil)
 	descMembers      = prometheus.NewDesc("sketchmesh_members", "Members of the mesh by state.", []string{"state"}, nil)
+	descMemberStates = prometheus.NewDesc("sketchmesh_members_by_state", "Members of the mesh as this node sees them, by state: live, suspected (silent; the gate no longer waits for it, it keeps its share of the step), dead, or left (with notice).", []string{"state"}, nil)
 	descBytes        = prometheus.NewDesc("sketchmesh_bytes_total", "Bytes on update streams, length prefixes included.", []string{"direction"}, nil)
 	descMessages     = prometheus.NewDesc("sketchmesh_messages_total", "Messages on update streams.", []string{"direction"}, nil)
 	descFrames       = prometheus.NewDesc("sketchmesh_frames_total", "Update frames handled, by kind: own (this node's updates, sent), relayed (forwarded for others), applied (in the view, own included), resent (answers to sync requests).", []string{"kind"}, nil)
@@ -82,7 +87,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descClock, descStaleness, descBlocked, descPeers, descMembers, descBytes, descMessages,
+	for _, d := range []*prometheus.Desc{descClock, descStaleness, descBlocked, descPeers, descMembers, descMemberStates, descBytes, descMessages,
 		descFrames, descRatio, descRejected, descSyncRequests, descTestLoss, descTestAcc, descTrainLoss, descAlone,
 		descConnections, descUnreachable, descReservations, descSendsLost, descStreams, descThrottled, descDivergence, descBuild} {
 		ch <- d
@@ -106,6 +111,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPeers, s.peers)
 	gauge(descMembers, s.live, "live")
 	gauge(descMembers, s.members-s.live, "down")
+	for _, state := range []string{liveview.StateLive, liveview.StateSuspected, liveview.StateDead, liveview.StateLeft} {
+		gauge(descMemberStates, s.byState[state], state)
+	}
 	counter(descBytes, s.bytesSent, "sent")
 	counter(descBytes, s.bytesRecv, "received")
 	counter(descMessages, s.msgsSent, "sent")
@@ -167,6 +175,14 @@ func (m *Metrics) observe(a *Daemon) {
 		sendFailed: float64(tr.SendFailures), sendDropped: float64(tr.SendDropped),
 		oversized: float64(tr.Oversized), truncated: float64(tr.Truncated), throttled: float64(tr.Throttled),
 		viewDivergence: float64(sy.ViewDivergence),
+	}
+	s.byState = map[string]float64{}
+	live := map[string]bool{}
+	for _, m := range a.n.Live() {
+		live[m] = true
+	}
+	for _, m := range a.n.Members() {
+		s.byState[memberState(a.n, m, live[m])]++
 	}
 	direct, relayed := a.cfg.Host.ConnPaths(a.livePeers())
 	_, _, unreachable := a.linkCounts(time.Now())

@@ -6,6 +6,8 @@
 //     core on its own shard of a data set, over loopback TCP or over links
 //     shaped like a WAN (LinkProfile, see wan.go), and reports how training
 //     went.
+//   - LiveView, given to Run, keeps a copy of every node's state for the
+//     live web view (package liveview), taken on each node's own loop.
 //   - Simulate runs hundreds or thousands of node cores as a deterministic
 //     discrete-event simulation on a virtual clock, over modelled links with
 //     loss, duplication, reordering and partitions, driven by a fault script,

@@ -102,6 +102,7 @@ type CurvePoint struct {
 	TrainLoss    float64  `json:"train_loss"`
 	TestLoss     float64  `json:"test_loss"`
 	TestAccuracy *float64 `json:"test_accuracy,omitempty"`
+	TestAUC      *float64 `json:"test_auc,omitempty"`
 	BytesSent    uint64   `json:"bytes_sent"`
 }
 
@@ -112,6 +113,7 @@ func curvePoint(p Progress) CurvePoint {
 		TrainLoss:    p.TrainLoss,
 		TestLoss:     p.TestLoss,
 		TestAccuracy: optional(p.TestAccuracy),
+		TestAUC:      optional(p.TestAUC),
 		BytesSent:    p.BytesSent,
 	}
 }

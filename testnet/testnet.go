@@ -92,6 +92,10 @@ type Config struct {
 	// StallTimeout ends a run in which no node's clock has moved for this
 	// long (the report then says Stalled); default 60 s.
 	StallTimeout time.Duration
+	// Live, when set, is kept up to date for the live web view: every
+	// node's state after each iteration and tick, node 0's curve, and the
+	// final state once the run is over.
+	Live *LiveView
 }
 
 // Progress is one report from node 0 during a run.
@@ -101,6 +105,7 @@ type Progress struct {
 	TrainLoss    float64 // node 0's last mini-batch loss
 	TestLoss     float64
 	TestAccuracy float64 // NaN for regression
+	TestAUC      float64 // NaN but for binary classifiers
 	BytesSent    uint64  // all nodes, update streams, so far
 }
 
@@ -332,8 +337,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	// The curve starts from the untrained model, at iteration 0.
+	if cfg.Live != nil {
+		cfg.Live.begin(cfg, members, router)
+	}
 	met0 := members[0].core.Evaluate(cfg.Test.Rows)
-	curve := []CurvePoint{curvePoint(Progress{TestLoss: met0.Loss, TestAccuracy: met0.Accuracy})}
+	p0 := Progress{TestLoss: met0.Loss, TestAccuracy: met0.Accuracy, TestAUC: met0.AUC}
+	curve := []CurvePoint{curvePoint(p0)}
+	if cfg.Live != nil {
+		cfg.Live.point(p0)
+	}
 	start := time.Now()
 	observe := func(n *node.Node) {
 		t := n.Clock()
@@ -347,9 +359,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			TrainLoss:    n.Stats().LastLoss,
 			TestLoss:     met.Loss,
 			TestAccuracy: met.Accuracy,
+			TestAUC:      met.AUC,
 			BytesSent:    totalBytes(members),
 		}
 		curve = append(curve, curvePoint(p))
+		if cfg.Live != nil {
+			cfg.Live.point(p)
+		}
 		if cfg.Progress != nil {
 			cfg.Progress(p)
 		}
@@ -379,6 +395,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				}
 				pace(n, took)
 			},
+			Observe: observer(cfg.Live, i),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
@@ -408,6 +425,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		// The report so far: every node has stopped, so its state is
 		// still read safely.
+		if cfg.Live != nil {
+			cfg.Live.finish(members, wall)
+		}
 		rep := buildReport(cfg, cdc, router, members, curve, wall)
 		rep.Interrupted = true
 		return rep, fmt.Errorf("testnet interrupted: %w", err)
@@ -417,14 +437,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// The curve ends with the model node 0 holds when the run is done.
 	met := members[0].core.Evaluate(cfg.Test.Rows)
 	if n := len(curve); n == 0 || curve[n-1].TestLoss != met.Loss {
-		curve = append(curve, curvePoint(Progress{
+		p := Progress{
 			Iteration:    members[0].core.Clock(),
 			Elapsed:      wall,
 			TrainLoss:    members[0].core.Stats().LastLoss,
 			TestLoss:     met.Loss,
 			TestAccuracy: met.Accuracy,
+			TestAUC:      met.AUC,
 			BytesSent:    totalBytes(members),
-		}))
+		}
+		curve = append(curve, curvePoint(p))
+		if cfg.Live != nil {
+			cfg.Live.point(p)
+		}
+	}
+	if cfg.Live != nil {
+		cfg.Live.finish(members, wall)
 	}
 	rep := buildReport(cfg, cdc, router, members, curve, wall)
 	rep.Stalled = stalled.Load()
@@ -668,4 +696,12 @@ func nodeLogger(l *slog.Logger) *slog.Logger {
 		return l
 	}
 	return slog.New(quietHandler{l.Handler(), slog.LevelWarn})
+}
+
+// observer is node i's hook into the live view, or nil without one.
+func observer(v *LiveView, i int) func(*node.Node, time.Duration) {
+	if v == nil {
+		return nil
+	}
+	return func(n *node.Node, blocked time.Duration) { v.observe(i, n, blocked, false) }
 }
