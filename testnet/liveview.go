@@ -119,7 +119,7 @@ func (v *LiveView) readLinks() ([]liveview.Link, []mesh.TrafficStats) {
 	var links []liveview.Link
 	traffic := make([]mesh.TrafficStats, len(hosts))
 	for i, h := range hosts {
-		traffic[i] = h.Traffic()
+		traffic[i] = updateTraffic(h.Traffic())
 		peers := h.PeerTraffic()
 		for _, to := range out[i] {
 			t := peers[to] // zero, and path "", until an update stream ran
