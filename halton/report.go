@@ -10,6 +10,7 @@ import (
 type Report struct {
 	Nodes                        int     `json:"nodes"`
 	Construction                 string  `json:"construction"`
+	Sites                        int     `json:"sites,omitempty"`
 	Edges                        int     `json:"edges"`
 	OutDegreeMax                 int     `json:"out_degree_max"`
 	OutDegreeMean                float64 `json:"out_degree_mean"`
