@@ -43,7 +43,8 @@ import (
 // overlay withheld. With one site, or with more sites than the flat
 // overlay has links per member (DiameterBound), BuildSites is Build: an
 // origin's S−1 direct inter-site links are then no better than the flat
-// overlay's log2 P.
+// overlay's log2 P. So it is while some member has no label: every member
+// sees the same missing label and builds the same flat overlay.
 //
 // Labels come from measured round-trip times (SiteLabel): a member's site
 // is itself and every member nearer than the first clear gap in its sorted
@@ -118,15 +119,20 @@ type SiteOverlay struct {
 }
 
 // BuildSites derives the site-aware overlay of a membership from every
-// member's site label (members without one share the label ""). Members
-// may come in any order and with duplicates. With one site, or with more
-// sites than DiameterBound(P), it is Build(members).
+// member's site label. Members may come in any order and with duplicates.
+// With one site, with more sites than DiameterBound(P), or when some
+// member has no label (empty or absent), it is Build(members): a member
+// that has not measured its site yet, or that does not take part, turns
+// the sites off for everyone alike.
 func BuildSites(members []string, label map[string]string) *SiteOverlay {
 	ids := slices.Clone(members)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	var labels []string
 	for _, id := range ids {
+		if label[id] == "" {
+			return &SiteOverlay{flat: Build(ids)}
+		}
 		labels = append(labels, label[id])
 	}
 	slices.Sort(labels)

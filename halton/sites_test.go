@@ -168,18 +168,23 @@ func TestEntriesSpreadOverTheSite(t *testing.T) {
 }
 
 // One site is today's overlay exactly, and so is a membership with more
-// sites than the flat overlay has links per member.
+// sites than the flat overlay has links per member, or one in which a
+// member has no label.
 func TestOneSiteIsTheFlatOverlay(t *testing.T) {
 	for _, p := range []int{0, 1, 2, 7, 8, 33, 100} {
 		ids := nodes(p)
 		flat := Build(ids)
 		one := map[string]string{}
 		many := map[string]string{}
+		unmeasured := map[string]string{}
 		for i, id := range ids {
 			one[id] = "dc"
 			many[id] = fmt.Sprint(i)
+			if i > 0 {
+				unmeasured[id] = fmt.Sprint(i % 2) // two sites, but the first member has no label
+			}
 		}
-		for name, label := range map[string]map[string]string{"no labels": nil, "one label": one, "a site each": many} {
+		for name, label := range map[string]map[string]string{"no labels": nil, "one label": one, "a site each": many, "one unlabelled": unmeasured} {
 			if name == "a site each" && p <= 3 {
 				continue // up to 3 members, a site each is within the bound
 			}

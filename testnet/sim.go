@@ -539,7 +539,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		BatchSize:     tc.batchRows(len(shard.Rows)),
 		Seed:          cfg.Seed,
 		Shard:         shard.Rows,
-		Overlay:       func(live []string) node.Router { return s.overlay(live) },
+		Overlay:       func(live []string, _ map[string]string) node.Router { return s.overlay(live) },
 		DecodeCache:   s.cache,
 		Start:         start,
 		Admission:     admission,
