@@ -104,6 +104,7 @@ func TestTestnetBadInput(t *testing.T) {
 		{[]string{"--model", "tree"}, `--model "tree"`},
 		{[]string{"--optimizer", "lbfgs"}, `--optimizer "lbfgs"`},
 		{[]string{"--codec", "nope"}, `--codec "nope"`},
+		{[]string{"--sites", "on"}, `--sites "on"`},
 		{[]string{"--nodes", "0"}, "--nodes 0"},
 		{[]string{"--lr", "-1"}, "--lr -1"},
 		{[]string{"--batch", "2.5"}, "--batch 2.5"},
@@ -208,6 +209,7 @@ func TestSimulateBadInput(t *testing.T) {
 		{[]string{"--wan", "geo4"}, "geo4"},
 		{[]string{"--nodes", "0"}, "--nodes 0"},
 		{[]string{"--topology", "ring"}, `--topology "ring"`},
+		{[]string{"--sites", "geo"}, `--sites "geo"`},
 	}
 	for _, c := range cases {
 		code, out, errOut := runMain(append([]string{"simulate"}, c.args...)...)

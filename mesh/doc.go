@@ -21,6 +21,8 @@
 // mesh's round time. Reaching members behind NATs (QUIC, relays, hole
 // punching, AutoNAT) is in reach.go; private networks, allow lists, limits
 // and update signatures in security.go; Prometheus metrics in metrics.go.
+// Round-trip probes on /sketchmesh/probe/1 (probe.go) give each member the
+// site label it announces for the site-aware overlay (sites.go).
 //
 // # Concurrency
 //

@@ -63,11 +63,20 @@ func (m *Host) sleep(d time.Duration) {
 // ProbeRTT measures the round-trip time to member peer to: the least of
 // four echoes on one probe stream, after a first that pays for the stream's
 // negotiation. The peer must be reachable (connected, or its addresses in
-// the peerstore).
+// the peerstore). A connection the probe had to open is closed again
+// unless an update stream came to use it: probing every member must not
+// leave a node connected to every member.
 func (m *Host) ProbeRTT(ctx context.Context, to string) (time.Duration, error) {
 	pid, err := peer.Decode(to)
 	if err != nil {
 		return 0, fmt.Errorf("probe %s: %w", to, err)
+	}
+	if m.h.Network().Connectedness(pid) != network.Connected {
+		defer func() {
+			if _, linked := m.Links()[pid]; !linked {
+				_ = m.h.Network().ClosePeer(pid)
+			}
+		}()
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()

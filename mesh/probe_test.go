@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -43,6 +44,15 @@ func TestProbeMeasuresTheEmulatedRoundTrip(t *testing.T) {
 	}
 	if half < 30*time.Millisecond {
 		t.Fatalf("probe answered over a 30 ms link measured %v", half)
+	}
+	// A probe to a peer it was not connected to leaves no connection.
+	d := newTestHost(t)
+	a.Libp2p().Peerstore().AddAddrs(d.Libp2p().ID(), d.Libp2p().Addrs(), time.Minute)
+	if _, err := a.ProbeRTT(ctx, d.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Libp2p().Network().Connectedness(d.Libp2p().ID()); got == network.Connected {
+		t.Fatal("the probe left its connection open")
 	}
 	if _, err := a.ProbeRTT(ctx, "not-a-peer-id"); err == nil {
 		t.Fatal("a probe to an invalid peer id succeeded")
