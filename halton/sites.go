@@ -451,6 +451,41 @@ func (o *SiteOverlay) Report() Report {
 	return r
 }
 
+// InterSite follows every origin's tree and counts the links between
+// members of different sites (by label, which need not be the labels the
+// overlay was built from) that updates cross: on average per update, that
+// is per origin, and the most on one origin's path to one member.
+func (o *SiteOverlay) InterSite(label map[string]string) (perUpdate float64, worstPath int) {
+	ids := o.Members()
+	if len(ids) == 0 {
+		return 0, 0
+	}
+	total := 0
+	type held struct {
+		at      string
+		crossed int
+	}
+	for _, origin := range ids {
+		frontier := []held{{origin, 0}}
+		for len(frontier) > 0 {
+			var next []held
+			for _, h := range frontier {
+				for _, c := range o.Forward(origin, h.at) {
+					x := h.crossed
+					if label[c] != label[h.at] {
+						x++
+						total++
+					}
+					worstPath = max(worstPath, x)
+					next = append(next, held{c, x})
+				}
+			}
+			frontier = next
+		}
+	}
+	return float64(total) / float64(len(ids)), worstPath
+}
+
 // traffic counts one iteration of all-to-all broadcast in synchronous
 // rounds: deliveries, and messages as distinct (sender, next hop, round)
 // triples, as the package documentation defines them.

@@ -77,6 +77,9 @@ func TestSitesReachEveryMemberOnceAcrossOneInterSiteLink(t *testing.T) {
 		if rounds != o.Diameter() || r.Diameter != rounds || !r.Connected || r.Sites != ns {
 			t.Fatalf("trial %d: P=%d: %d rounds, report %+v", trial, p, rounds, r)
 		}
+		if perUpdate, worst := o.InterSite(label); perUpdate != float64(ns-1) || worst != 1 {
+			t.Fatalf("trial %d: InterSite %v per update, worst path %d; want %d and 1", trial, perUpdate, worst, ns-1)
+		}
 		total := 0
 		for pair, x := range interSiteHops(o, label) {
 			want := 0
