@@ -25,7 +25,12 @@ const siteProbeWorkers = 8
 
 // siteProbe is the daemon's measurement state; the loop owns it.
 type siteProbe struct {
-	rtt     map[string]time.Duration // member → latest round trip
+	rtt map[string]time.Duration // member → latest round trip
+	// tried holds every member a round has probed, answered or not: a
+	// live member not in it starts a round before the interval is up, so
+	// a joiner is measured at once and one that never answers is not
+	// probed over and over.
+	tried   map[string]bool
 	results chan map[string]time.Duration
 	running bool
 	last    time.Time // start of the latest round
@@ -40,7 +45,7 @@ func (a *Daemon) measureSites(ctx context.Context, now time.Time) {
 	s := &a.sites
 	if s.results == nil {
 		s.results = make(chan map[string]time.Duration, 1)
-		s.rtt = map[string]time.Duration{}
+		s.rtt, s.tried = map[string]time.Duration{}, map[string]bool{}
 	}
 	select {
 	case got := <-s.results:
@@ -60,17 +65,22 @@ func (a *Daemon) measureSites(ctx context.Context, now time.Time) {
 		}
 	default:
 	}
-	if s.running || (!s.last.IsZero() && now.Sub(s.last) < a.cfg.SiteProbeInterval) {
+	if s.running {
 		return
 	}
 	var targets []string
+	untried := false
 	for _, m := range a.n.Live() {
 		if m != a.self {
 			targets = append(targets, m)
+			untried = untried || !s.tried[m]
 		}
 	}
-	if len(targets) == 0 {
+	if len(targets) == 0 || (!untried && now.Sub(s.last) < a.cfg.SiteProbeInterval) {
 		return
+	}
+	for _, m := range targets {
+		s.tried[m] = true
 	}
 	s.running, s.last = true, now
 	go a.probeRound(ctx, targets, s.results)
