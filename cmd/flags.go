@@ -80,6 +80,9 @@ func parseLevel(level string) (slog.Level, error) {
 	return l, nil
 }
 
+// sitesHelp is the help of --sites in testnet, simulate and run.
+const sitesHelp = "site-aware overlay (halton only): auto groups members into sites by measured round-trip time and, when there are 2 or more, sends each update across at most one inter-site link; off keeps the flat Halton overlay"
+
 // flagGroups sorts every command's flags into the groups its help lists
 // them under, in this order.
 var flagGroups = []struct {
@@ -89,7 +92,7 @@ var flagGroups = []struct {
 	{"Data and model", []string{"data", "test-data", "format", "hash-bits", "stream", "shuffle-buffer", "holdout-rows", "max-dropped", "shard", "model", "dim", "l2", "nodes", "seed", "faults"}},
 	{"Training", []string{"optimizer", "lr", "batch", "iterations", "staleness", "codec", "error-feedback", "sfb", "keep-best",
 		"wait-members", "min-iteration-time", "compute-time", "stragglers", "slowdown", "target-loss"}},
-	{"Network", []string{"listen", "join", "mesh", "announce", "relay", "relay-service", "topology", "relay-window", "wan",
+	{"Network", []string{"listen", "join", "mesh", "announce", "relay", "relay-service", "topology", "sites", "relay-window", "wan",
 		"heartbeat", "dead-after", "history"}},
 	{"Security", []string{"key", "psk", "allow", "allow-list", "sign", "robust", "attack"}},
 	{"Output", []string{"eval-every", "progress", "json", "log-level", "log-format", "metrics", "ui", "ui-public", "checkpoint-dir", "checkpoint-every", "save-model",

@@ -104,6 +104,7 @@ func TestTestnetBadInput(t *testing.T) {
 		{[]string{"--model", "tree"}, `--model "tree"`},
 		{[]string{"--optimizer", "lbfgs"}, `--optimizer "lbfgs"`},
 		{[]string{"--codec", "nope"}, `--codec "nope"`},
+		{[]string{"--sites", "on"}, `--sites "on"`},
 		{[]string{"--nodes", "0"}, "--nodes 0"},
 		{[]string{"--lr", "-1"}, "--lr -1"},
 		{[]string{"--batch", "2.5"}, "--batch 2.5"},
@@ -160,6 +161,23 @@ func TestTopologyJSON(t *testing.T) {
 	if code, _, errOut := runMain("topology", "--nodes", "0"); code != 2 || !strings.Contains(errOut, "--nodes 0") {
 		t.Fatalf("--nodes 0: exit %d, stderr %q", code, errOut)
 	}
+	code, out, errOut = runMain("topology", "--nodes", "60", "--sites", "3", "--json")
+	type report struct {
+		Sites        int     `json:"sites"`
+		Construction string  `json:"construction"`
+		Deliveries   int     `json:"update_deliveries_per_iteration"`
+		InterSite    float64 `json:"inter_site_links_per_update"`
+		WorstPath    int     `json:"inter_site_hops_max"`
+	}
+	var both struct{ Sites, Flat report }
+	err := json.Unmarshal([]byte(out), &both)
+	if s := both.Sites; code != 0 || err != nil || s.Sites != 3 || s.Construction != "sites" || s.Deliveries != 60*59 || s.InterSite != 2 || s.WorstPath != 1 ||
+		both.Flat.Construction != "halton" || both.Flat.InterSite <= 2 || both.Flat.WorstPath < 2 {
+		t.Fatalf("--sites 3: exit %d, %+v, %v, stderr %q", code, both, err, errOut)
+	}
+	if code, _, errOut := runMain("topology", "--nodes", "8", "--sites", "9"); code != 2 || !strings.Contains(errOut, "--sites 9") {
+		t.Fatalf("--sites 9: exit %d, stderr %q", code, errOut)
+	}
 }
 
 func TestSimulateJSONAndReplay(t *testing.T) {
@@ -208,6 +226,7 @@ func TestSimulateBadInput(t *testing.T) {
 		{[]string{"--wan", "geo4"}, "geo4"},
 		{[]string{"--nodes", "0"}, "--nodes 0"},
 		{[]string{"--topology", "ring"}, `--topology "ring"`},
+		{[]string{"--sites", "geo"}, `--sites "geo"`},
 	}
 	for _, c := range cases {
 		code, out, errOut := runMain(append([]string{"simulate"}, c.args...)...)

@@ -59,6 +59,7 @@ type runFlags struct {
 	iterations      uint64
 	seed            uint64
 	topology        string
+	sites           string
 	key             string
 	checkpointDir   string
 	checkpointEvery uint64
@@ -113,6 +114,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped"+meshWide)
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for mini-batch sampling and the held-out test split")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links, relayed) or full")
+	fs.StringVar(&f.sites, "sites", "auto", sitesHelp+"; a member with off announces no site, which keeps the whole mesh on the flat overlay")
 	fs.StringVar(&f.key, "key", "", "file holding this node's libp2p key, created (mode 0600) if absent; keeps the peer id across restarts (default: a fresh key each start)")
 	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "directory for checkpoints; a node started with a checkpoint there resumes from it and rejoins")
 	fs.Uint64Var(&f.checkpointEvery, "checkpoint-every", 10, "iterations between checkpoints (they are also written at exit)")
@@ -367,7 +369,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	daemonCfg := mesh.DaemonConfig{
 		Mesh: f.mesh, Host: host, Node: core, Settings: settings, Peers: peers, MinMembers: f.waitMembers,
-		Topology: f.topology, Heartbeat: f.heartbeat, DeadAfter: f.deadAfter, RelayWindow: f.relayWindow,
+		Topology: f.topology, Sites: f.sites, Heartbeat: f.heartbeat, DeadAfter: f.deadAfter, RelayWindow: f.relayWindow,
 		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.training.evalInterval(settings.Iterations), Metrics: metrics, LiveView: liveBoard, Logger: logger,
 		MinIteration: f.minIteration, Progress: f.progress,
 	}
@@ -520,6 +522,7 @@ func (f *runFlags) check() error {
 		{"model", f.model, []string{"lr", "svm", "linear", "softmax"}},
 		{"codec", f.codec, codec.Names()},
 		{"topology", f.topology, []string{"halton", "full"}},
+		{"sites", f.sites, []string{"auto", "off"}},
 		{"sfb", f.sfb, []string{"off", "auto", "always"}},
 		{"log-format", f.logFormat, []string{"text", "json"}},
 		{"robust", f.robust, []string{"off", "clip"}},

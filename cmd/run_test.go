@@ -49,6 +49,7 @@ func TestRunBadInput(t *testing.T) {
 		{"bad listen", []string{"--data", "rcv1", "--listen", "tcp://0.0.0.0:4001"}, 2, "--listen"},
 		{"bad shard", []string{"--data", "rcv1", "--shard", "4/3"}, 2, "--shard"},
 		{"bad mesh name", []string{"--data", "rcv1", "--mesh", "a/b"}, 2, "--mesh"},
+		{"bad sites mode", []string{"--data", "rcv1", "--sites", "yes"}, 2, `--sites "yes"`},
 	}
 	for _, c := range cases {
 		code, _, errOut := runMain(append([]string{"run"}, c.args...)...)

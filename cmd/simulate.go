@@ -33,6 +33,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	errorFeedback := fs.Bool("error-feedback", true, "carry what a lossy codec dropped into the next update")
 	staleness := fs.Int("staleness", 2, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
 	topology := fs.String("topology", "halton", "overlay: halton or full")
+	sites := fs.String("sites", "auto", sitesHelp)
 	wan := fs.String("wan", "lan", "modelled network: lan, geo3 or latency=50ms,bandwidth=100Mbit, optionally followed by ,loss=0.01 ,jitter=5ms ,dup=0.001 ,reorder=0.01")
 	computeTime := fs.Duration("compute-time", 10*time.Millisecond, "virtual compute time of one iteration")
 	relayWindow := fs.Duration("relay-window", time.Millisecond, "virtual time a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
@@ -51,6 +52,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		{"model", *modelName, []string{"lr", "svm", "linear", "softmax"}},
 		{"codec", *codecName, codec.Names()},
 		{"topology", *topology, []string{"halton", "full"}},
+		{"sites", *sites, testnet.SitesModes},
 	} {
 		if err := oneOf(c.name, c.v, c.allowed...); err != nil {
 			return err
@@ -107,7 +109,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg := testnet.SimConfig{
 		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(training.optimizer),
 		LR: lr, L2: *l2, Batch: training.batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,
-		ErrorFeedback: *errorFeedback, Staleness: *staleness, Topology: *topology, WAN: link,
+		ErrorFeedback: *errorFeedback, Staleness: *staleness, Topology: *topology, Sites: *sites, WAN: link,
 		ComputeTime: *computeTime, FlushDelay: *relayWindow, Faults: scenario,
 		Sync:      node.SyncConfig{History: *history},
 		EvalEvery: int(training.evalInterval(uint64(*iterations))),

@@ -39,6 +39,7 @@ type testnetFlags struct {
 	training         trainingFlags
 	wan              string
 	topology         string
+	sites            string
 	relayWindow      time.Duration
 	sfb              string
 	stragglers       int
@@ -76,6 +77,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update")
 	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links per node, updates relayed along broadcast trees) or full (everyone sends to everyone)")
+	fs.StringVar(&f.sites, "sites", "auto", sitesHelp)
 	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factor broadcasting for softmax: off (send the matrix delta), always (send the factors), auto (whichever encodes smaller, per frame); needs --optimizer sgd and --l2 0, and turns error feedback off")
 	fs.DurationVar(&f.relayWindow, "relay-window", time.Millisecond, "how long a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
 	fs.StringVar(&f.wan, "wan", "lan", "links between nodes: lan (loopback TCP, no shaping), geo3 (3 sites: 1 ms and 1 Gbit/s inside, 40/80/120 ms and 100 Mbit/s between), or latency=50ms,bandwidth=100Mbit")
@@ -112,6 +114,9 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		return cfg, err
 	}
 	if err := oneOf("topology", f.topology, "halton", "full"); err != nil {
+		return cfg, err
+	}
+	if err := oneOf("sites", f.sites, testnet.SitesModes...); err != nil {
 		return cfg, err
 	}
 	if err := oneOf("sfb", f.sfb, "off", "auto", "always"); err != nil {
@@ -217,6 +222,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		ErrorFeedback: f.errorFeedback,
 		Staleness:     f.staleness,
 		Topology:      f.topology,
+		Sites:         f.sites,
 		RelayWindow:   f.relayWindow,
 		Factors:       node.FactorMode(f.sfb),
 		WAN:           wan,
@@ -495,8 +501,12 @@ func printSummary(w io.Writer, r *testnet.Report) {
 		auc = fmt.Sprintf(", AUC %.4f", *r.FinalTestAUC)
 	}
 	fmt.Fprintf(w, "final test accuracy %s, test loss %.4f%s (mean over nodes)\n", pct(r.FinalTestAccuracy), r.FinalTestLoss, auc)
+	overlay := r.Topology
+	if r.Sites > 1 {
+		overlay = fmt.Sprintf("%s over %d sites", r.Topology, r.Sites)
+	}
 	fmt.Fprintf(w, "sent %s in all, %s and %.1f messages per node per iteration; %s overlay, %.1f links per node, %.2f hops per update\n",
-		humanBytes(float64(r.BytesSentTotal)), humanBytes(r.BytesSentPerNodePerIteration), r.MessagesPerNodePerIteration, r.Topology, r.LinksPerNode, r.MeanUpdateHops)
+		humanBytes(float64(r.BytesSentTotal)), humanBytes(r.BytesSentPerNodePerIteration), r.MessagesPerNodePerIteration, overlay, r.LinksPerNode, r.MeanUpdateHops)
 	fmt.Fprintf(w, "staleness bound %d: reads were at most %d and on average %.2f iterations stale; %.2fs blocked per node; views identical: %v\n",
 		r.Staleness, r.StalenessObservedMax, r.StalenessObservedMean, r.BlockedSecondsPerNode, r.ViewsIdentical)
 }

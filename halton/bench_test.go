@@ -19,3 +19,20 @@ func BenchmarkBuild(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkBuildSites(b *testing.B) {
+	for _, p := range []int{64, 1024} {
+		ids := make([]string, p)
+		label := map[string]string{}
+		for i := range ids {
+			ids[i] = fmt.Sprintf("node-%d", i)
+			label[ids[i]] = fmt.Sprint(i % 3)
+		}
+		b.Run(fmt.Sprintf("P=%d", p), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				BuildSites(ids, label)
+			}
+		})
+	}
+}

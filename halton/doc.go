@@ -105,6 +105,15 @@
 // Afterwards Hops is O(1) and Forward O(d·d_in). The Overlay is immutable
 // and safe for concurrent use.
 //
+// # Sites
+//
+// On a WAN whose members sit in a few sites, BuildSites keeps every update
+// to at most one inter-site link: the flat overlay within each site, plus
+// one link from each member to an entry member of every other site, which
+// spreads the update within its site. Sites come from every member's label,
+// which SiteLabel derives from the member's measured round-trip times. With
+// one site it is Build exactly; see sites.go.
+//
 // # Report
 //
 // Report and Analyze describe an overlay against a full mesh, in which every
@@ -115,7 +124,10 @@
 // in one round is one message. The fields:
 //
 //   - nodes: P, the number of members.
-//   - construction: "halton", or "chord" when the fallback is in use.
+//   - construction: "halton", or "chord" when the fallback is in use, or
+//     "sites" for a site-aware overlay (BuildSites).
+//   - sites: the number of sites a site-aware overlay is built over (1 when
+//     it is the flat overlay; absent from Analyze).
 //   - edges: directed links, the sum of out-degrees.
 //   - out_degree_max, out_degree_mean, in_degree_max: over members.
 //   - diameter: the largest hop count over ordered pairs of members; an

@@ -10,6 +10,7 @@ import (
 type Report struct {
 	Nodes                        int     `json:"nodes"`
 	Construction                 string  `json:"construction"`
+	Sites                        int     `json:"sites,omitempty"`
 	Edges                        int     `json:"edges"`
 	OutDegreeMax                 int     `json:"out_degree_max"`
 	OutDegreeMean                float64 `json:"out_degree_mean"`
@@ -25,6 +26,10 @@ type Report struct {
 	FullMeshLinksPerNode         int     `json:"full_mesh_links_per_node"`
 	EdgesChangedJoin             int     `json:"edges_changed_join"`
 	EdgesChangedLeave            int     `json:"edges_changed_leave"`
+	// InterSiteLinksPerUpdate and InterSiteHopsMax are set by AnalyzeSites
+	// only (see SiteOverlay.InterSite).
+	InterSiteLinksPerUpdate float64 `json:"inter_site_links_per_update,omitempty"`
+	InterSiteHopsMax        int     `json:"inter_site_hops_max,omitempty"`
 }
 
 // Report measures the overlay. The two EdgesChanged fields are left zero:
@@ -82,12 +87,7 @@ func common(x, y []int32) int {
 // member number p of the same series; the leaver is drawn from seed.
 func Analyze(p int, seed int64) Report {
 	p = max(p, 0)
-	name := func(i int) string {
-		if seed == 0 {
-			return fmt.Sprintf("node-%d", i)
-		}
-		return fmt.Sprintf("s%d-node-%d", seed, i)
-	}
+	name := memberName(seed)
 	ids := make([]string, p)
 	for i := range ids {
 		ids[i] = name(i)
@@ -102,4 +102,37 @@ func Analyze(p int, seed int64) Report {
 		r.EdgesChangedLeave = EdgesChanged(o, Build(rest))
 	}
 	return r
+}
+
+// memberName names Analyze's synthetic members.
+func memberName(seed int64) func(i int) string {
+	return func(i int) string {
+		if seed == 0 {
+			return fmt.Sprintf("node-%d", i)
+		}
+		return fmt.Sprintf("s%d-node-%d", seed, i)
+	}
+}
+
+// AnalyzeSites reports on the site-aware overlay (BuildSites) of Analyze's
+// membership of p members, spread round robin over sites sites, and on the
+// flat overlay of the same members, both with their inter-site counts. The
+// EdgesChanged fields are left zero.
+func AnalyzeSites(p int, seed int64, sites int) (sited, flat Report) {
+	p, sites = max(p, 0), max(sites, 1)
+	name := memberName(seed)
+	ids := make([]string, p)
+	label := make(map[string]string, p)
+	for i := range ids {
+		ids[i] = name(i)
+		label[ids[i]] = fmt.Sprintf("site-%d", i%sites)
+	}
+	for _, c := range []struct {
+		r *Report
+		o *SiteOverlay
+	}{{&sited, BuildSites(ids, label)}, {&flat, BuildSites(ids, nil)}} {
+		*c.r = c.o.Report()
+		c.r.InterSiteLinksPerUpdate, c.r.InterSiteHopsMax = c.o.InterSite(label)
+	}
+	return sited, flat
 }

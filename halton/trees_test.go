@@ -5,13 +5,21 @@ import (
 	"testing"
 )
 
+// broadcaster is what simulate needs of an overlay: Overlay and SiteOverlay.
+type broadcaster interface {
+	Members() []string
+	Out(id string) []string
+	Forward(origin, at string) []string
+	Hops(origin, to string) int
+}
+
 // simulate runs one iteration of all-to-all broadcast through the public
 // API, in synchronous rounds: in round r every member forwards each update
 // that reached it in round r−1 (its own in round 1) to Forward(origin, at),
 // one message per next hop per round. It fails the test unless every member
 // receives every other member's update exactly once, after Hops(origin, at)
 // hops, from a member that links to it.
-func simulate(t *testing.T, o *Overlay) (deliveries, messages, rounds int) {
+func simulate(t *testing.T, o broadcaster) (deliveries, messages, rounds int) {
 	t.Helper()
 	ids := o.Members()
 	p := len(ids)

@@ -40,6 +40,14 @@ type DaemonConfig struct {
 	MinMembers int
 	// Topology is "halton" (relay along the Halton overlay) or "full".
 	Topology string
+	// Sites is "auto" (the default: measure round trips to the members,
+	// announce this node's site label, and relay along the site-aware
+	// overlay when the members' labels name two or more sites; see
+	// sites.go) or "off" (announce no label: the whole mesh then keeps
+	// the flat overlay). SiteProbeInterval is how often the round trips
+	// are measured again. Default 30 s.
+	Sites             string
+	SiteProbeInterval time.Duration
 	// Tick is the length of the core's tick (node.Node.Tick): every
 	// membership timeout is counted in ticks. Default 100 ms.
 	Tick time.Duration
@@ -62,7 +70,7 @@ type DaemonConfig struct {
 	RelayWindow time.Duration
 	// Overlay, when set, builds the router over the live members instead
 	// of Topology's (a testnet puts its attacker on the overlay with it).
-	Overlay func(live []string) node.Router
+	Overlay func(live []string, site map[string]string) node.Router
 	// OverlayBroadcast sends announcements down this node's overlay trees
 	// instead of over a GossipSub topic, each member forwarding those it
 	// accepted (a duplicate or a forgery goes no further): a hello costs
@@ -130,6 +138,14 @@ func (c *DaemonConfig) fill() error {
 			*d = v
 		}
 	}
+	switch c.Sites {
+	case "":
+		c.Sites = "auto"
+	case "auto", "off":
+	default:
+		return fmt.Errorf("daemon: unknown sites mode %q (want auto or off)", c.Sites)
+	}
+	def(&c.SiteProbeInterval, 30*time.Second)
 	def(&c.Tick, 100*time.Millisecond)
 	def(&c.Heartbeat, 500*time.Millisecond)
 	def(&c.DeadAfter, 5*time.Second)
@@ -220,6 +236,8 @@ type Daemon struct {
 	lossWatch model.LossWatch
 	// joinWarn spaces warnings about unreadable join requests.
 	joinWarn logEvery
+	// sites measures round trips for the site-aware overlay (sites.go).
+	sites siteProbe
 }
 
 // TopicName is the membership topic of a mesh.
@@ -321,15 +339,17 @@ func (a *Daemon) configureCore() {
 	a.n.SetAddrs(a.addrStrings())
 }
 
-// overlay is the router over the live members (node.Config.Overlay).
-func (a *Daemon) overlay(live []string) node.Router {
+// overlay is the router over the live members (node.Config.Overlay): the
+// site-aware Halton overlay over the site labels members announce, which
+// is the flat one while they announce one site or none.
+func (a *Daemon) overlay(live []string, site map[string]string) node.Router {
 	if a.cfg.Overlay != nil {
-		return a.cfg.Overlay(live)
+		return a.cfg.Overlay(live, site)
 	}
 	if a.cfg.Topology == "full" {
 		return node.NewFullMesh(live)
 	}
-	return halton.Build(live)
+	return halton.BuildSites(live, site)
 }
 
 // validateAnnouncement is the membership topic's validator: what does not
@@ -488,6 +508,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			// Addresses change as relays grant reservations; hellos carry
 			// the current ones.
 			a.n.SetAddrs(a.addrStrings())
+			a.measureSites(ctx, now)
 			a.checkAlone(now)
 			a.metrics()
 			lastMetrics = now

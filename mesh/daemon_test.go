@@ -22,6 +22,13 @@ func daemonSettings(train *dataset.Dataset) node.Settings {
 // founder (reply nil) or from a join reply.
 func startDaemon(t *testing.T, ctx context.Context, set node.Settings, shard []dataset.Row, reply *JoinReply, h *Host) *Daemon {
 	t.Helper()
+	return startDaemonWith(t, ctx, set, shard, reply, h, 3, 0)
+}
+
+// startDaemonWith is startDaemon for a mesh of minMembers, with iterations
+// padded to minIteration.
+func startDaemonWith(t *testing.T, ctx context.Context, set node.Settings, shard []dataset.Row, reply *JoinReply, h *Host, minMembers int, minIteration time.Duration) *Daemon {
+	t.Helper()
 	mdl, opt, cdc, err := set.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +49,7 @@ func startDaemon(t *testing.T, ctx context.Context, set node.Settings, shard []d
 		n.Receive(peers[0].Member, node.EncodeEnvelope(reply.Snapshot.Pending))
 	}
 	a, err := NewDaemon(ctx, DaemonConfig{Mesh: "test", Host: h, Node: n, Settings: set, Peers: peers,
-		MinMembers: 3, Heartbeat: 100 * time.Millisecond, DeadAfter: 2 * time.Second})
+		MinMembers: minMembers, MinIteration: minIteration, Heartbeat: 100 * time.Millisecond, DeadAfter: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

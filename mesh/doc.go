@@ -23,7 +23,9 @@
 // and update signatures in security.go; Prometheus metrics in metrics.go;
 // what the live web view shows of a core and of the host's links, copied on
 // the loop that owns the core, in liveview.go (LiveBoard for the daemon,
-// ObserveCore for the testnet's loops through Options.Observe).
+// ObserveCore for the testnet's drivers through DaemonConfig.Observe).
+// Round-trip probes on /sketchmesh/probe/1 (probe.go) give each member the
+// site label it announces for the site-aware overlay (sites.go).
 //
 // # Concurrency
 //

@@ -283,6 +283,7 @@ func newHost(h host.Host, logger *slog.Logger, limits Limits) *Host {
 		writeTimeout: limits.WriteTimeout,
 	}
 	h.SetStreamHandler(UpdateProtocol, mh.handleStream)
+	h.SetStreamHandler(ProbeProtocol, mh.serveProbe)
 	h.Network().Notify(&network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) { mh.disconnected(c.RemotePeer()) }})
 	go mh.deliver()
 	return mh

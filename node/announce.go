@@ -15,7 +15,7 @@ import (
 // through Receive, like updates, and leave it through Ready:
 //
 //   - hello: a member's heartbeat (its clock, its recent round time in
-//     milliticks, its addresses), signed by the member, with a sequence
+//     milliticks, its addresses, its site), signed by the member, with a sequence
 //     number that grows with each hello of its incarnation. A member that
 //     joined carries its admission (the admitting member's signature over
 //     member id and entry), so a node that missed the admit learns it from
@@ -46,10 +46,10 @@ import (
 // # Wire format
 //
 //	[3, "member", kind uint, member str, entry uint, clock uint, seq uint,
-//	 round uint, addrs [str...], signer str, sig bin, cert_signer str,
-//	 cert_sig bin, join_sig bin]
+//	 round uint, addrs [str...], site str, signer str, sig bin,
+//	 cert_signer str, cert_sig bin, join_sig bin]
 //
-// It starts with the bytes 0x9e 0x03, which is how IsAnnouncement tells it
+// It starts with the bytes 0x9f 0x03, which is how IsAnnouncement tells it
 // from an envelope (0x92 0x01), a sync request (0x96 0x02) or a gone notice (0x94 0x02). The signature
 // covers AnnouncementSignedBytes; an admit's covers only the kind, member,
 // entry and signer, which is what lets a hello carry it as a certificate.
@@ -96,6 +96,11 @@ type Announcement struct {
 	Round uint64
 	// Addrs are where the member listens (opaque to the core).
 	Addrs []string
+	// Site is a hello's site label, from the member's measured round-trip
+	// times (halton.SiteLabel); empty when it has none. The overlay groups
+	// members by the labels they announce (Config.Overlay), so all members
+	// derive the same overlay from the same hellos.
+	Site string
 	// Signer made Sig: Member itself, the admitting member (admit) or the
 	// acknowledging member (ack).
 	Signer string
@@ -112,7 +117,7 @@ type Announcement struct {
 const (
 	announceTag    = "member"
 	announceKind   = 3
-	announceFields = 14
+	announceFields = 15
 	// MaxAnnouncementBytes bounds an announcement on the wire.
 	MaxAnnouncementBytes = 16 << 10
 	// MaxMemberIDBytes bounds a member id.
@@ -237,6 +242,9 @@ func decodeAnnouncement(data []byte) (Announcement, error) {
 	if a.Addrs, err = r.Strings("addrs", maxAnnounceAddrs, maxAddrBytes); err != nil {
 		return a, err
 	}
+	if a.Site, err = r.String("site", MaxSiteBytes); err != nil {
+		return a, err
+	}
 	if a.Signer, err = r.String("signer", MaxMemberIDBytes); err != nil {
 		return a, err
 	}
@@ -273,6 +281,12 @@ func (a Announcement) check() error {
 	if a.Round > maxRound {
 		return fmt.Errorf("round of %d milliticks is over an hour", a.Round)
 	}
+	if err := CheckSite(a.Site); err != nil {
+		return err
+	}
+	if a.Kind != KindHello && a.Site != "" {
+		return fmt.Errorf("a %s carries no site", a.Kind)
+	}
 	switch a.Kind {
 	case KindHello, KindLeave:
 		if a.Signer != a.Member {
@@ -301,6 +315,23 @@ func (a Announcement) check() error {
 	}
 	if a.CertSigner == "" && len(a.CertSig) != 0 {
 		return errors.New("an admission signature without its signer")
+	}
+	return nil
+}
+
+// MaxSiteBytes bounds a site label.
+const MaxSiteBytes = MaxMemberIDBytes
+
+// CheckSite checks the form of a site label: empty, or at most
+// MaxSiteBytes printable bytes.
+func CheckSite(site string) error {
+	if len(site) > MaxSiteBytes {
+		return fmt.Errorf("site label of %d bytes exceeds %d", len(site), MaxSiteBytes)
+	}
+	for i := 0; i < len(site); i++ {
+		if c := site[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("site label %q has a byte 0x%02x", site, c)
+		}
 	}
 	return nil
 }
@@ -357,13 +388,13 @@ func AnnouncementSignedBytes(a Announcement) []byte {
 		w.String(a.Signer)
 		return w.Bytes()
 	}
-	w.Array(8)
+	w.Array(9)
 	writeSigned(w, a)
 	return w.Bytes()
 }
 
 // writeSigned writes the fields a signature covers, in wire order: kind,
-// member, entry, clock, seq, round, addrs, signer.
+// member, entry, clock, seq, round, addrs, site, signer.
 func writeSigned(w *wire.Writer, a Announcement) {
 	w.Uint(uint64(a.Kind))
 	w.String(a.Member)
@@ -372,6 +403,7 @@ func writeSigned(w *wire.Writer, a Announcement) {
 	w.Uint(a.Seq)
 	w.Uint(a.Round)
 	w.Strings(a.Addrs)
+	w.String(a.Site)
 	w.String(a.Signer)
 }
 

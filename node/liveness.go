@@ -127,6 +127,7 @@ type memberInfo struct {
 	round                  uint64 // milliticks per iteration, from its hellos
 	clock                  uint64 // last announced clock
 	addrs                  []string
+	site                   string // last announced site label
 }
 
 // protocol is the membership state of a node.
@@ -140,6 +141,7 @@ type protocol struct {
 	trained, gateOpen    bool
 	gateOpenAt           uint64
 	addrs                []string
+	site                 string
 	// Outputs since the last Ready.
 	bcast  [][]byte
 	direct []Message
@@ -199,6 +201,37 @@ func (n *Node) Tick() {
 
 // Ticks returns the core's time in ticks.
 func (n *Node) Ticks() uint64 { return n.proto.tick }
+
+// SetSite sets the site label this node's hellos carry, as the driver
+// derives it from its measured round-trip times (halton.SiteLabel), and
+// rebuilds the overlay when it changed. A label that CheckSite refuses is
+// an error and changes nothing.
+func (n *Node) SetSite(label string) error {
+	if err := CheckSite(label); err != nil {
+		return fmt.Errorf("set site: %w", err)
+	}
+	if label != n.proto.site {
+		n.proto.site = label
+		n.proto.membershipChanged = true
+		n.rebuildIfChanged()
+	}
+	return nil
+}
+
+// Sites returns the site label of every member that announced one, this
+// node's own included: what Config.Overlay builds the overlay from.
+func (n *Node) Sites() map[string]string {
+	sites := map[string]string{}
+	if n.proto.site != "" {
+		sites[n.cfg.ID] = n.proto.site
+	}
+	for m, i := range n.proto.info {
+		if i.site != "" && m != n.cfg.ID {
+			sites[m] = i.site
+		}
+	}
+	return sites
+}
 
 // SetAddrs sets the addresses this node's hellos carry.
 func (n *Node) SetAddrs(addrs []string) { n.proto.addrs = slices.Clone(addrs) }
@@ -412,7 +445,7 @@ func (n *Node) hello() {
 	p.helloSeq++
 	p.lastHello = p.tick
 	a := Announcement{Kind: KindHello, Member: n.cfg.ID, Entry: n.ownEntry(), Clock: n.clock, Seq: p.helloSeq,
-		Round: min(p.round, maxRound), Addrs: p.addrs}
+		Round: min(p.round, maxRound), Addrs: p.addrs, Site: p.site}
 	if c := n.cfg.Admission; c != nil {
 		a.CertSigner, a.CertSig = c.Signer, c.Sig
 	}
@@ -494,6 +527,10 @@ func (n *Node) onHello(a Announcement) string {
 	if !slices.Equal(i.addrs, a.Addrs) {
 		i.addrs = slices.Clone(a.Addrs)
 		n.proto.events = append(n.proto.events, Event{Kind: EventAddrs, Member: a.Member})
+	}
+	if i.site != a.Site {
+		i.site = a.Site
+		n.proto.membershipChanged = true
 	}
 	i.seq, i.round, i.clock = a.Seq, a.Round, a.Clock
 	i.heard, i.spoke = n.proto.tick, true
@@ -763,7 +800,7 @@ func (n *Node) rebuildIfChanged() {
 		return
 	}
 	live := slices.DeleteFunc(n.Live(), n.Leaving)
-	n.SetRouter(n.cfg.Overlay(live))
+	n.SetRouter(n.cfg.Overlay(live, n.Sites()))
 }
 
 // takeProtocolOutput moves what the protocol produced into rd.
@@ -791,7 +828,7 @@ func (n *Node) SetTiming(heartbeat, suspect, dead int) {
 }
 
 // SetOverlay sets Config.Overlay and rebuilds the router with it.
-func (n *Node) SetOverlay(f func(live []string) Router) {
+func (n *Node) SetOverlay(f func(live []string, site map[string]string) Router) {
 	n.cfg.Overlay = f
 	n.proto.membershipChanged = true
 	n.rebuildIfChanged()

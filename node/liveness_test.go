@@ -206,7 +206,7 @@ func TestForgedMembershipChangesNothing(t *testing.T) {
 			return EncodeAnnouncement(l)
 		}(),
 		// Garbage.
-		{0x9e, 0x03, 0xff},
+		{0x9f, 0x03, 0xff},
 	}
 	for _, f := range forged {
 		a.Receive("x/1", f)
@@ -454,7 +454,7 @@ func TestLeaverWaitedForThenDeclaredDead(t *testing.T) {
 }
 
 func FuzzDecodeAnnouncement(f *testing.F) {
-	f.Add(EncodeAnnouncement(Announcement{Kind: KindHello, Member: "a/1", Clock: 3, Seq: 2, Round: 1500, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Signer: "a/1", Sig: []byte{1, 2}, CertSigner: "b/1", CertSig: []byte{3}}))
+	f.Add(EncodeAnnouncement(Announcement{Kind: KindHello, Member: "a/1", Clock: 3, Seq: 2, Round: 1500, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Site: "s/1", Signer: "a/1", Sig: []byte{1, 2}, CertSigner: "b/1", CertSig: []byte{3}}))
 	f.Add(EncodeAnnouncement(Announcement{Kind: KindAdmit, Member: "j/9", Entry: 4, Signer: "b/1", Sig: []byte{1}}))
 	f.Add(EncodeAnnouncement(Announcement{Kind: KindLeave, Member: "a/1", Clock: 7, Signer: "a/1"}))
 	f.Add(EncodeAnnouncement(Announcement{Kind: KindLeaveAck, Member: "a/1", Clock: 7, Signer: "c"}))
@@ -467,7 +467,7 @@ func FuzzDecodeAnnouncement(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoding of a decoded announcement does not decode: %v", err)
 		}
-		if again.Kind != a.Kind || again.Member != a.Member || again.Seq != a.Seq || !slices.Equal(again.Addrs, a.Addrs) {
+		if again.Kind != a.Kind || again.Member != a.Member || again.Seq != a.Seq || again.Site != a.Site || !slices.Equal(again.Addrs, a.Addrs) {
 			t.Fatalf("round trip changed %+v into %+v", a, again)
 		}
 	})

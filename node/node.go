@@ -103,9 +103,12 @@ type Config struct {
 	// (see SyncConfig); zero values take the defaults.
 	Sync SyncConfig
 	// Overlay, when set, builds the router over the live members each time
-	// the membership protocol changes them (a pure function, such as
-	// halton.Build).
-	Overlay func(live []string) Router
+	// the membership protocol changes them or a member announces another
+	// site label (see Node.SetSite), from the labels the members announced
+	// in their hellos (Node.Sites). It must be a pure function of its
+	// inputs, such as halton.BuildSites, so that members with the same view
+	// of the membership relay along the same trees.
+	Overlay func(live []string, site map[string]string) Router
 }
 
 // DecodeCache remembers what recent frames decode to. Decoding is a pure
@@ -424,6 +427,10 @@ func New(cfg Config) (*Node, error) {
 	// latest digest is one the answerer still keeps.
 	n.digestKeep = 2 * n.sc.Window
 	n.initProtocol()
+	// A driver that builds the overlay (Config.Overlay) has it from the
+	// start, not only after the first change of membership.
+	n.proto.membershipChanged = true
+	n.rebuildIfChanged()
 	return n, nil
 }
 

@@ -46,7 +46,10 @@ type Report struct {
 	// Topology is the overlay; LinksPerNode the mean number of peers a node
 	// holds a connection to; MeanUpdateHops the mean hops from origin to
 	// receiver along the overlay's broadcast trees.
-	Topology                    string  `json:"topology"`
+	Topology string `json:"topology"`
+	// Sites is how many sites the overlay groups nodes into: 1 for the
+	// flat Halton overlay and the full mesh (see Config.Sites).
+	Sites                       int     `json:"sites"`
 	LinksPerNode                float64 `json:"links_per_node"`
 	MessagesPerNodePerIteration float64 `json:"messages_per_node_per_iteration"`
 	MeanUpdateHops              float64 `json:"mean_update_hops"`
@@ -140,6 +143,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		WAN:            cfg.WAN.Name,
 		Topology:       cfg.Topology,
 		MeanUpdateHops: router.MeanHops(),
+		Sites:          siteCount(router),
 		Stragglers:     cfg.Stragglers,
 		Slowdown:       cfg.Slowdown,
 		WallSeconds:    wall.Seconds(),

@@ -46,6 +46,10 @@ type SimConfig struct {
 	Staleness     int
 	// Topology is "halton" (the default) or "full".
 	Topology string
+	// Sites is "auto" (the default: each node announces the site label its
+	// round trips give, and the cores build the site-aware overlay over
+	// the labels they hear, see sim_sites.go) or "off" (the flat overlay).
+	Sites string
 	// WAN is the network; the zero value is ParseLinkProfile("lan").
 	WAN LinkProfile
 	// ComputeTime is the virtual time one iteration takes (default 10 ms).
@@ -198,6 +202,9 @@ func (c *SimConfig) validate() error {
 		return errors.New("compute time, sync timeout, sync interval, detection delay, flush delay and tick must be >= 0")
 	}
 	if err := validateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+		return err
+	}
+	if err := checkSitesMode(&c.Sites); err != nil {
 		return err
 	}
 	if c.WAN.Sites == 0 {
@@ -399,7 +406,7 @@ type sim struct {
 	cache    *node.DecodeCache
 	shuffled *dataset.Dataset
 	// routers holds the overlays of the live sets nodes have, keyed by
-	// the set.
+	// the set and its site labels.
 	routers map[string]Router
 	joined  int
 	// rejoins counts the new incarnations of nodes that fell behind the
@@ -426,6 +433,11 @@ type sim struct {
 	events                    uint64
 	evalEvery, nextEval       uint64
 	assertions                []AssertionResult
+
+	// labels is the site label each node announces, by its first member
+	// id; nil when the overlay has no sites.
+	labels map[string]string
+	sites  int
 }
 
 // simStep is a scenario step resolved against the run's nodes.
@@ -497,8 +509,9 @@ func newSim(cfg SimConfig) (*sim, error) {
 	for i := range cfg.Nodes {
 		s.nodes = append(s.nodes, &simNode{idx: i, id: s.ids[i], site: i % cfg.WAN.Sites, alive: true, slow: 1})
 	}
-	router := s.overlay(s.ids[:cfg.Nodes])
-	s.hops = router.MeanHops()
+	s.measureSites()
+	router := s.overlay(s.ids[:cfg.Nodes], s.labels)
+	s.hops, s.sites = router.MeanHops(), siteCount(router)
 	for _, n := range s.nodes {
 		if n.core, err = s.newCore(n.idx, nil, nil); err != nil {
 			return nil, err
@@ -539,7 +552,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		BatchSize:     tc.batchRows(len(shard.Rows)),
 		Seed:          cfg.Seed,
 		Shard:         shard.Rows,
-		Overlay:       func(live []string) node.Router { return s.overlay(live) },
+		Overlay:       func(live []string, site map[string]string) node.Router { return s.overlay(live, site) },
 		DecodeCache:   s.cache,
 		Start:         start,
 		Admission:     admission,
@@ -552,21 +565,27 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", i, err)
 	}
+	if err := core.SetSite(s.labels[s.ids[i]]); err != nil {
+		return nil, fmt.Errorf("node %d: %w", i, err)
+	}
 	return core, nil
 }
 
-// overlay returns the overlay over a live set; nodes with the same set
-// share one.
-func (s *sim) overlay(live []string) Router {
-	key := strings.Join(live, ",")
-	if r, ok := s.routers[key]; ok {
+// overlay returns the overlay over a live set and the site labels its
+// members announced; nodes with the same set and labels share one.
+func (s *sim) overlay(live []string, site map[string]string) Router {
+	var key strings.Builder
+	for _, m := range live {
+		key.WriteString(m + "=" + site[m] + ",")
+	}
+	if r, ok := s.routers[key.String()]; ok {
 		return r
 	}
 	if len(s.routers) >= 64 {
 		clear(s.routers)
 	}
-	r := newRouter(s.cfg.Topology, live)
-	s.routers[key] = r
+	r := newSiteRouter(s.cfg.Topology, live, site)
+	s.routers[key.String()] = r
 	return r
 }
 

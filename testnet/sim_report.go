@@ -13,6 +13,10 @@ type SimReport struct {
 	Iterations int    `json:"iterations"`
 	Seed       uint64 `json:"seed"`
 	Topology   string `json:"topology"`
+	// Sites is how many sites the initial nodes' overlay groups them into
+	// once their site labels are heard: 1 for the flat overlay and the
+	// full mesh (SimConfig.Sites).
+	Sites int `json:"sites"`
 	// MeanHops is the mean number of hops from an origin to a receiver.
 	MeanHops  float64 `json:"mean_hops"`
 	Staleness int     `json:"staleness"`
@@ -171,6 +175,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 		Seed:                 cfg.Seed,
 		Topology:             cfg.Topology,
 		MeanHops:             s.hops,
+		Sites:                s.sites,
 		Staleness:            cfg.Staleness,
 		Network:              cfg.WAN.String(),
 		Model:                string(cfg.Model),

@@ -51,6 +51,11 @@ type Config struct {
 	// Topology is "halton" (the default: O(log P) links per node, updates
 	// relayed along broadcast trees) or "full" (everyone sends to everyone).
 	Topology string
+	// Sites is "auto" (the default: on an emulated WAN, group nodes into
+	// sites by measured round-trip time and build the site-aware overlay
+	// when they fall into two or more, see sites.go) or "off" (the flat
+	// Halton overlay). Only the halton topology has sites.
+	Sites string
 	// Factors selects sufficient factor broadcasting for softmax models.
 	Factors node.FactorMode
 	// RelayWindow is how long a node keeps collecting arrivals before it
@@ -149,6 +154,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WAN.Name == "" {
 		c.WAN.Name = "lan"
+	}
+	if err := checkSitesMode(&c.Sites); err != nil {
+		return err
 	}
 	if c.EvalEvery <= 0 {
 		c.EvalEvery = max(1, c.Iterations/10)
@@ -278,7 +286,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i, m := range members {
 		ids[i] = m.host.ID()
 	}
-	router := newRouter(cfg.Topology, ids)
+	sites, err := siteLabels(ctx, cfg, members)
+	if err != nil {
+		return nil, err
+	}
+	router := newSiteRouter(cfg.Topology, ids, sites)
 	if err := connect(ctx, members, router); err != nil {
 		return nil, err
 	}
@@ -386,8 +398,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			// its nodes never pull (Reliable), so a tree rebuilt while
 			// updates are in flight (members leave at the end) would
 			// strand them.
-			Overlay:          func([]string) node.Router { return router },
+			Overlay:          func([]string, map[string]string) node.Router { return router },
 			OverlayBroadcast: true, Reliable: true, Progress: -1, Logger: nodeLogger(cfg.Logger),
+			// Sites were measured before the run (siteLabels).
+			Sites: "off",
 			AfterTrain: func(n *node.Node, took time.Duration) {
 				m.clock.Store(n.Clock())
 				if n.Clock() == uint64(cfg.Iterations) {
@@ -586,12 +600,17 @@ func nodeKey(seed uint64, i int) (crypto.PrivKey, error) {
 	return key, nil
 }
 
-// newRouter returns the overlay a topology names.
-func newRouter(topology string, ids []string) Router {
+// newRouter returns the overlay a topology names, without sites.
+func newRouter(topology string, ids []string) Router { return newSiteRouter(topology, ids, nil) }
+
+// newSiteRouter returns the overlay a topology names: for halton, the
+// site-aware overlay over the members' site labels, which is the flat one
+// when the labels name one site or there are none.
+func newSiteRouter(topology string, ids []string, site map[string]string) Router {
 	if topology == "full" {
 		return fullRouter{node.NewFullMesh(ids), len(ids)}
 	}
-	return haltonRouter{halton.Build(ids)}
+	return haltonRouter{halton.BuildSites(ids, site)}
 }
 
 // Router is the overlay of a run: how updates are relayed, and which pairs
@@ -617,7 +636,7 @@ func (f fullRouter) MeanHops() float64 {
 	return 1
 }
 
-type haltonRouter struct{ *halton.Overlay }
+type haltonRouter struct{ *halton.SiteOverlay }
 
 func (h haltonRouter) Linked(id string) []string { return h.Out(id) }
 
