@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -190,6 +189,9 @@ type Daemon struct {
 	lossWatch model.LossWatch
 	// joinWarn spaces warnings about unreadable join requests.
 	joinWarn logEvery
+	// held are join and rows requests waiting for the rows to reach
+	// their clock (joincheck.go).
+	held []heldCall
 }
 
 // TopicName is the membership topic of a mesh.
@@ -430,7 +432,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			case data := <-a.heard:
 				a.n.Receive("", data)
 			case call := <-a.joins:
-				call.reply <- a.admit(call.req)
+				a.serveCall(call)
 			case <-tick.C:
 				a.n.Tick()
 			default:
@@ -455,7 +457,9 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			lastProgress = now
 		}
 		flush()
+		a.serveHeld(now)
 		if a.n.Rejoining() != "" {
+			a.dropHeld("this member fell behind the frame history and is rejoining")
 			if err := a.rejoin(ctx); err != nil {
 				return a.result(start, false), err
 			}
@@ -509,7 +513,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 		case data := <-a.heard:
 			a.n.Receive("", data)
 		case call := <-a.joins:
-			call.reply <- a.admit(call.req)
+			a.serveCall(call)
 		case <-tick.C:
 			a.n.Tick()
 		case <-paceC:
@@ -768,38 +772,6 @@ func (a *Daemon) alone() time.Duration {
 	return time.Since(a.aloneFrom)
 }
 
-// admit answers a join request on the loop: refuse another mesh or
-// conflicting settings; otherwise the core admits the joiner (see
-// node.Node.Admit) and the reply carries its snapshot and admission.
-func (a *Daemon) admit(q JoinRequest) []byte {
-	if q.Mesh != a.cfg.Mesh {
-		return encodeJoinReply(nil, fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))
-	}
-	if err := q.Settings.Conflict(a.cfg.Settings, q.Explicit); err != nil {
-		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
-		return encodeJoinReply(nil, err.Error())
-	}
-	snap, adm, err := a.n.Admit(q.Member, q.Sig)
-	if err != nil {
-		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
-		return encodeJoinReply(nil, err.Error())
-	}
-	a.learnAddrs(q.Member, q.Addrs)
-	a.handleReady()
-	reply := &JoinReply{Settings: a.cfg.Settings, Snapshot: &snap, Admission: adm}
-	reply.Members = append(reply.Members, PeerRecord{Member: a.self, Addrs: a.addrStrings()})
-	for _, m := range a.n.Live() {
-		if m == a.self || m == q.Member {
-			continue
-		}
-		if p, err := PeerOf(m); err == nil {
-			reply.Members = append(reply.Members, PeerRecord{Member: m, Addrs: addrsOf(a.cfg.Host, p)})
-		}
-	}
-	slices.SortFunc(reply.Members, func(x, y PeerRecord) int { return strings.Compare(x.Member, y.Member) })
-	return encodeJoinReply(reply, "")
-}
-
 func addrsOf(h *Host, p peer.ID) []string {
 	var out []string
 	for _, m := range h.h.Peerstore().Addrs(p) {
@@ -868,6 +840,7 @@ func (a *Daemon) rejoin(ctx context.Context) error {
 // to every live member, resent until each acknowledges it or LeaveTimeout
 // passes, then the last sends within what remains of it.
 func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Result, error) {
+	a.dropHeld("this member is leaving")
 	a.evaluate()
 	a.checkpoint()
 	a.n.StartLeave()

@@ -1,0 +1,567 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/sketchmesh/sketchmesh/node"
+	"github.com/sketchmesh/sketchmesh/wire"
+)
+
+// Verified snapshots on the join protocol (see node/verify.go).
+//
+// A donor answers a join request with a plan first: the clock T of the
+// rows the joiner will get, and the other live members. While the mesh
+// trains, T is a few rounds above the donor's rows (rowsMargin), so that
+// the members the joiner asks are not past T when they hear from it; while
+// the mesh waits (for --wait-members, or done), T is the donor's rows'
+// clock. The donor holds its rows at T (node.HoldRows) and admits the
+// joiner there; the joiner meanwhile asks up to maxWitnesses second
+// members, in parallel, for the digest of their own rows at T, each of
+// which holds its rows at T in turn, answers at once if it is there, and
+// refuses if it is past T. The first digest that comes back decides.
+//
+//	rows request: [3, "rows", mesh str, clock uint]
+//	plan:         [3, "plan", clock uint, [[member str, [addr str...]]...]]
+//	rows reply:   [3, "rows", clock uint, digest bin(32)]
+//	refusal:      [3, "refused", reason str]
+
+// Limits of the verification exchange.
+const (
+	// maxPlanBytes bounds a plan: a clock and the members' records.
+	maxPlanBytes = 4 << 20
+	// maxRowsReplyBytes bounds a rows reply or a refusal.
+	maxRowsReplyBytes = 8 << 10
+	// maxRowsAhead bounds how far above its rows a member holds them for a
+	// rows request.
+	maxRowsAhead = 4096
+	// maxWitnesses is how many second members a joiner asks at once.
+	maxWitnesses = 3
+)
+
+// RowsRequest asks a member for the digest of its rows at Clock.
+type RowsRequest struct {
+	Mesh  string
+	Clock uint64
+}
+
+// JoinPlan is a donor's first answer: the clock of the rows the joiner
+// will get, and the other members it can ask to confirm them.
+type JoinPlan struct {
+	Clock   uint64
+	Members []PeerRecord
+}
+
+func encodeRowsRequest(q RowsRequest) []byte {
+	w := wire.NewWriter()
+	w.Array(4)
+	w.Uint(joinVersion)
+	w.String("rows")
+	w.String(q.Mesh)
+	w.Uint(q.Clock)
+	return w.Bytes()
+}
+
+func decodeRowsRequest(data []byte) (RowsRequest, error) {
+	var q RowsRequest
+	r := wire.NewReader(data)
+	if err := r.Fields("rows request", 4); err != nil {
+		return q, err
+	}
+	if err := readHeader(r, "rows"); err != nil {
+		return q, err
+	}
+	var err error
+	if q.Mesh, err = r.String("mesh", maxMemberBytes); err != nil {
+		return q, err
+	}
+	if q.Clock, err = r.Uint("rows clock"); err != nil {
+		return q, err
+	}
+	return q, r.End()
+}
+
+// requestKind returns the kind a request on the join protocol names, for
+// its own decoder to read in full; "" if it names none.
+func requestKind(data []byte) string {
+	r := wire.NewReader(data)
+	if _, err := r.Array("request", 2); err != nil {
+		return ""
+	}
+	if _, err := r.Uint("version"); err != nil {
+		return ""
+	}
+	k, _ := r.String("kind", 16)
+	return k
+}
+
+func writeMembers(w *wire.Writer, members []PeerRecord) {
+	w.Array(len(members))
+	for _, m := range members {
+		w.Array(2)
+		w.String(m.Member)
+		w.Strings(m.Addrs)
+	}
+}
+
+func readMembers(r *wire.Reader) ([]PeerRecord, error) {
+	k, err := r.Array("members", 3)
+	if err != nil {
+		return nil, err
+	}
+	if k > node.MaxMembers {
+		return nil, fmt.Errorf("%w: %d members, limit %d", wire.ErrMalformed, k, node.MaxMembers)
+	}
+	out := make([]PeerRecord, k)
+	for i := range out {
+		if err := r.Fields("member", 2); err != nil {
+			return nil, err
+		}
+		if out[i].Member, err = r.String("member", maxMemberBytes); err != nil {
+			return nil, err
+		}
+		if err := checkMember(out[i].Member); err != nil {
+			return nil, fmt.Errorf("%w: %w", wire.ErrMalformed, err)
+		}
+		if out[i].Addrs, err = r.Strings("addrs", maxAddrs, maxAddrBytes); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func encodeJoinPlan(p JoinPlan) []byte {
+	w := wire.NewWriter()
+	w.Array(4)
+	w.Uint(joinVersion)
+	w.String("plan")
+	w.Uint(p.Clock)
+	writeMembers(w, p.Members)
+	return w.Bytes()
+}
+
+// decodeJoinPlan reads a plan, or a refusal (an error wrapping ErrRefused).
+func decodeJoinPlan(data []byte) (JoinPlan, error) {
+	var p JoinPlan
+	r := wire.NewReader(data)
+	n, err := r.Array("join plan", 1)
+	if err != nil {
+		return p, err
+	}
+	if n == 3 {
+		return p, readRefusal(r)
+	}
+	if n != 4 {
+		return p, fmt.Errorf("%w: join plan has %d fields, want 3 or 4", wire.ErrMalformed, n)
+	}
+	if err := readHeader(r, "plan"); err != nil {
+		return p, err
+	}
+	if p.Clock, err = r.Uint("plan clock"); err != nil {
+		return p, err
+	}
+	if p.Members, err = readMembers(r); err != nil {
+		return p, err
+	}
+	return p, r.End()
+}
+
+func encodeRowsReply(clock uint64, sum [32]byte) []byte {
+	w := wire.NewWriter()
+	w.Array(4)
+	w.Uint(joinVersion)
+	w.String("rows")
+	w.Uint(clock)
+	w.Bin(sum[:])
+	return w.Bytes()
+}
+
+// decodeRowsReply reads a rows digest, or a refusal (an error wrapping
+// ErrRefused).
+func decodeRowsReply(data []byte) (clock uint64, sum [32]byte, err error) {
+	r := wire.NewReader(data)
+	n, err := r.Array("rows reply", 1)
+	if err != nil {
+		return 0, sum, err
+	}
+	if n == 3 {
+		return 0, sum, readRefusal(r)
+	}
+	if n != 4 {
+		return 0, sum, fmt.Errorf("%w: rows reply has %d fields, want 3 or 4", wire.ErrMalformed, n)
+	}
+	if err := readHeader(r, "rows"); err != nil {
+		return 0, sum, err
+	}
+	if clock, err = r.Uint("rows clock"); err != nil {
+		return 0, sum, err
+	}
+	b, err := r.Bytes("rows digest", len(sum))
+	if err != nil {
+		return 0, sum, err
+	}
+	if len(b) != len(sum) {
+		return 0, sum, fmt.Errorf("%w: rows digest of %d bytes, want %d", wire.ErrMalformed, len(b), len(sum))
+	}
+	copy(sum[:], b)
+	return clock, sum, r.End()
+}
+
+// readRefusal reads the rest of a refusal and returns it as an error
+// wrapping ErrRefused.
+func readRefusal(r *wire.Reader) error {
+	if err := readHeader(r, "refused"); err != nil {
+		return err
+	}
+	reason, err := r.String("reason", 4096)
+	if err != nil {
+		return err
+	}
+	if err := r.End(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s", ErrRefused, reason)
+}
+
+// witness is a second member a joiner may ask, and what it calls it.
+type witness struct {
+	name string
+	info peer.AddrInfo
+}
+
+// witnessCandidates returns up to maxWitnesses peers to ask: those at the
+// given addresses first, then the members the donor named; never the
+// donor, the joiner's own peer, or one peer twice.
+func witnessCandidates(h *Host, donor peer.ID, named []PeerRecord, given []ma.Multiaddr) []witness {
+	seen := map[peer.ID]bool{donor: true, h.h.ID(): true}
+	var out []witness
+	add := func(name string, info *peer.AddrInfo) {
+		if len(out) < maxWitnesses && !seen[info.ID] {
+			seen[info.ID] = true
+			out = append(out, witness{name: name, info: *info})
+		}
+	}
+	for _, a := range given {
+		if info, err := peer.AddrInfoFromP2pAddr(a); err == nil {
+			add(info.ID.String(), info)
+		}
+	}
+	for _, m := range named {
+		p, err := PeerOf(m.Member)
+		if err != nil {
+			continue
+		}
+		info := &peer.AddrInfo{ID: p}
+		for _, s := range m.Addrs {
+			if a, err := ma.NewMultiaddr(s); err == nil {
+				info.Addrs = append(info.Addrs, a)
+			}
+		}
+		add(m.Member, info)
+	}
+	return out
+}
+
+// rowsAnswer is one second member's answer to a rows request.
+type rowsAnswer struct {
+	w   node.RowsWitness
+	err error
+}
+
+// askRows asks every candidate, in parallel, for its digest of its rows at
+// clock; the answers arrive on the channel returned, one per candidate.
+func askRows(ctx context.Context, h *Host, meshName string, clock uint64, cands []witness) <-chan rowsAnswer {
+	out := make(chan rowsAnswer, len(cands))
+	for _, c := range cands {
+		go func() {
+			sum, err := rowsDigestOf(ctx, h, c.info, RowsRequest{Mesh: meshName, Clock: clock})
+			if err != nil {
+				err = fmt.Errorf("member %s: %w", c.name, err)
+			}
+			out <- rowsAnswer{w: node.RowsWitness{Member: c.name, Clock: clock, Sum: sum}, err: err}
+		}()
+	}
+	return out
+}
+
+// rowsDigestOf asks one member for its rows digest.
+func rowsDigestOf(ctx context.Context, h *Host, info peer.AddrInfo, q RowsRequest) ([32]byte, error) {
+	var sum [32]byte
+	if err := h.Connect(ctx, info); err != nil {
+		return sum, fmt.Errorf("reach: %w", err)
+	}
+	s, err := h.h.NewStream(network.WithAllowLimitedConn(ctx, "rows"), info.ID, JoinProtocol)
+	if err != nil {
+		return sum, fmt.Errorf("open rows stream: %w", err)
+	}
+	defer s.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(d)
+	}
+	if err := writeMessage(s, encodeRowsRequest(q)); err != nil {
+		return sum, fmt.Errorf("send rows request: %w", err)
+	}
+	_ = s.CloseWrite()
+	data, err := readLimited(s, maxRowsReplyBytes)
+	if err != nil {
+		return sum, fmt.Errorf("read rows reply: %w", err)
+	}
+	clock, sum, err := decodeRowsReply(data)
+	if err != nil {
+		return sum, err
+	}
+	if clock != q.Clock {
+		return sum, fmt.Errorf("%w: rows at clock %d, asked for %d", wire.ErrMalformed, clock, q.Clock)
+	}
+	return sum, nil
+}
+
+// firstRows returns the first digest among n answers, or why none came.
+func firstRows(ctx context.Context, answers <-chan rowsAnswer, n int) (node.RowsWitness, error) {
+	var errs []error
+	for range n {
+		select {
+		case a := <-answers:
+			if a.err == nil {
+				return a.w, nil
+			}
+			errs = append(errs, a.err)
+		case <-ctx.Done():
+			return node.RowsWitness{}, fmt.Errorf("no second member answered in time: %w", ctx.Err())
+		}
+	}
+	return node.RowsWitness{}, fmt.Errorf("no second member answered: %w", errors.Join(errs...))
+}
+
+// heldCall is a request on the join protocol whose answer waits for the
+// node's rows to reach a clock.
+type heldCall struct {
+	call     joinCall
+	clock    uint64
+	deadline time.Time
+}
+
+// rowsMargin is how far above its rows a training donor plans a joiner's
+// rows: past the spread of members' rows (about twice the staleness bound)
+// by enough rounds for the joiner to reach its second members.
+func (a *Daemon) rowsMargin() uint64 {
+	return 2*(uint64(a.cfg.Settings.Staleness)+1) + 8
+}
+
+// serveCall answers a request on the join protocol, on the loop.
+func (a *Daemon) serveCall(call joinCall) {
+	if call.rows != nil {
+		a.serveRows(call)
+		return
+	}
+	q := call.req
+	refuse := func(reason string) {
+		call.out <- encodeJoinReply(nil, reason)
+		close(call.out)
+	}
+	if q.Mesh != a.cfg.Mesh {
+		refuse(fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))
+		return
+	}
+	if err := q.Settings.Conflict(a.cfg.Settings, q.Explicit); err != nil {
+		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
+		refuse(err.Error())
+		return
+	}
+	if err := a.n.CheckAdmit(q.Member, q.Sig); err != nil {
+		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
+		refuse(err.Error())
+		return
+	}
+	rows := a.n.CommittedClock()
+	at := rows
+	if a.quorate && !a.n.Done() {
+		at += a.rowsMargin()
+		if it := a.n.Config().Iterations; it > rows {
+			at = min(at, it)
+		}
+	}
+	call.out <- encodeJoinPlan(JoinPlan{Clock: at, Members: a.otherMembers(q.Member, false)})
+	if at == rows {
+		a.welcome(call)
+		return
+	}
+	if !a.n.HoldRows(at) {
+		refuse(fmt.Sprintf("this member serves %d joins already", len(a.held)))
+		return
+	}
+	a.held = append(a.held, heldCall{call: call, clock: at, deadline: time.Now().Add(a.cfg.JoinTimeout)})
+}
+
+// welcome admits a joiner at the rows the node holds now and sends it its
+// snapshot.
+func (a *Daemon) welcome(call joinCall) {
+	defer close(call.out)
+	q := call.req
+	snap, adm, err := a.n.Admit(q.Member, q.Sig)
+	if err != nil {
+		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
+		call.out <- encodeJoinReply(nil, err.Error())
+		return
+	}
+	a.learnAddrs(q.Member, q.Addrs)
+	a.handleReady()
+	reply := &JoinReply{Settings: a.cfg.Settings, Snapshot: &snap, Admission: adm, Members: a.otherMembers(q.Member, true)}
+	call.out <- encodeJoinReply(reply, "")
+}
+
+// otherMembers returns the live members but the joiner's peer, sorted,
+// with their addresses; this node among them when withSelf.
+func (a *Daemon) otherMembers(joiner string, withSelf bool) []PeerRecord {
+	var out []PeerRecord
+	if withSelf {
+		out = append(out, PeerRecord{Member: a.self, Addrs: a.addrStrings()})
+	}
+	jp, _ := PeerOf(joiner)
+	for _, m := range a.n.Live() {
+		if m == a.self {
+			continue
+		}
+		if p, err := PeerOf(m); err == nil && p != jp {
+			out = append(out, PeerRecord{Member: m, Addrs: addrsOf(a.cfg.Host, p)})
+		}
+	}
+	slices.SortFunc(out, func(x, y PeerRecord) int { return strings.Compare(x.Member, y.Member) })
+	return out
+}
+
+// serveRows answers a rows request: at once when the rows are at its
+// clock, when they reach it if they are below (within maxRowsAhead), and
+// with a refusal when they are past it.
+func (a *Daemon) serveRows(call joinCall) {
+	q := call.rows
+	rows := a.n.CommittedClock()
+	refuse := func(reason string) {
+		call.out <- encodeJoinReply(nil, reason)
+		close(call.out)
+	}
+	switch {
+	case q.Mesh != a.cfg.Mesh:
+		refuse(fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))
+	case q.Clock == rows:
+		a.sendRows(call)
+	case q.Clock < rows:
+		refuse(fmt.Sprintf("rows past clock %d: they are at %d", q.Clock, rows))
+	case q.Clock-rows > maxRowsAhead:
+		refuse(fmt.Sprintf("rows at clock %d are more than %d above this member's, at %d", q.Clock, maxRowsAhead, rows))
+	case !a.n.HoldRows(q.Clock):
+		refuse(fmt.Sprintf("this member serves %d joins already", len(a.held)))
+	default:
+		a.held = append(a.held, heldCall{call: call, clock: q.Clock, deadline: time.Now().Add(a.cfg.JoinTimeout)})
+	}
+}
+
+func (a *Daemon) sendRows(call joinCall) {
+	rows := a.n.Rows()
+	call.out <- encodeRowsReply(rows.Clock, node.RowsDigest(&rows))
+	close(call.out)
+}
+
+// serveHeld answers the held requests whose rows the node holds now, and
+// refuses those whose time is up.
+func (a *Daemon) serveHeld(now time.Time) {
+	if len(a.held) == 0 {
+		return
+	}
+	rows := a.n.CommittedClock()
+	kept := a.held[:0]
+	var release []uint64
+	for _, h := range a.held {
+		switch {
+		case h.clock == rows && h.call.rows != nil:
+			a.sendRows(h.call)
+		case h.clock == rows:
+			a.welcome(h.call)
+		case now.After(h.deadline):
+			h.call.out <- encodeJoinReply(nil, fmt.Sprintf("this member's rows did not reach clock %d within %s (they are at %d)", h.clock, a.cfg.JoinTimeout, rows))
+			close(h.call.out)
+		default:
+			kept = append(kept, h)
+			continue
+		}
+		release = append(release, h.clock)
+	}
+	a.held = kept
+	for _, c := range release {
+		a.n.ReleaseRows(c)
+	}
+}
+
+// dropHeld refuses every held request: the node stops, or is replaced.
+func (a *Daemon) dropHeld(reason string) {
+	for _, h := range a.held {
+		h.call.out <- encodeJoinReply(nil, reason)
+		close(h.call.out)
+		a.n.ReleaseRows(h.clock)
+	}
+	a.held = nil
+}
+
+// JoinAny asks the members at addrs in turn until one admits the node
+// with a snapshot that checks out, each attempt bounded by timeout: a
+// member that cannot be reached, dies mid-transfer, or sends rows a second
+// member does not confirm is passed over for the next. It returns the
+// reply and, by reason (node.RejectSnapshotMismatch,
+// node.RejectSnapshotUnverified), the snapshots it refused on the way. A
+// refusal by a member (another mesh, conflicting settings) ends it.
+func JoinAny(ctx context.Context, h *Host, addrs []ma.Multiaddr, q JoinRequest, sign func([]byte) ([]byte, error), timeout time.Duration, logger *slog.Logger) (*JoinReply, map[string]uint64, error) {
+	refused := map[string]uint64{}
+	var errs []error
+	p, inc, err := MemberPeer(q.Member)
+	if err != nil {
+		return nil, refused, err
+	}
+	for i, a := range addrs {
+		// Each attempt is a new incarnation: a member that admitted an
+		// earlier attempt whose reply was lost knows that one at its own
+		// entry, and the new one supersedes it everywhere.
+		if i > 0 {
+			inc++
+			q.Member = MemberID(p, inc)
+		}
+		jctx, cancel := context.WithTimeout(ctx, timeout)
+		reply, err := JoinChecked(jctx, h, a, q, sign, slices.Delete(slices.Clone(addrs), i, i+1))
+		cancel()
+		if err == nil && reply.Admission.Member != q.Member {
+			err = fmt.Errorf("member at %s admitted %s, not %s", a, reply.Admission.Member, q.Member)
+		}
+		if err == nil {
+			if reply.Witness == "" && reply.Snapshot.Clock > 0 {
+				logger.Warn("joined with rows no second member confirmed: the donor named no other member", "through", a, "clock", reply.Snapshot.Clock)
+			}
+			logger.Info("joined the mesh", "through", a, "members", len(reply.Members), "clock", reply.Snapshot.Clock, "rows_confirmed_by", shortMember(reply.Witness))
+			return reply, refused, nil
+		}
+		switch {
+		case errors.Is(err, node.ErrSnapshotMismatch):
+			refused[node.RejectSnapshotMismatch]++
+			logger.Warn("snapshot refused: its rows differ from a second member's; trying the next member", "donor", a, "err", err)
+		case errors.Is(err, node.ErrUnverified):
+			refused[node.RejectSnapshotUnverified]++
+			logger.Warn("snapshot refused: no second member confirmed its rows; trying the next member", "donor", a, "err", err)
+		case errors.Is(err, ErrRefused):
+			return nil, refused, err
+		default:
+			logger.Warn("join attempt failed; trying the next member as a new incarnation", "through", a, "err", err)
+		}
+		errs = append(errs, err)
+	}
+	if len(refused) == 0 {
+		return nil, refused, fmt.Errorf("no --join member could be reached: %w", OneLine(errors.Join(errs...)))
+	}
+	return nil, refused, fmt.Errorf("no --join member admitted this node with rows that check out: %w", OneLine(errors.Join(errs...)))
+}
