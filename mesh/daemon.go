@@ -165,7 +165,8 @@ type Daemon struct {
 	ps    *pubsub.PubSub
 	topic *pubsub.Topic
 	sub   *pubsub.Subscription
-	joins chan joinCall
+	// joins answers the join protocol (joincheck.go).
+	joins *JoinService
 	heard chan []byte
 	// round is an average of this node's time per iteration, updated at
 	// each iteration only, for progress lines and sync pacing.
@@ -187,12 +188,12 @@ type Daemon struct {
 	aloneFrom, aloneWarned time.Time
 	// lossWatch warns when the test loss stalls or rises.
 	lossWatch model.LossWatch
-	// joinWarn spaces warnings about unreadable join requests.
-	joinWarn logEvery
-	// held are join and rows requests waiting for the rows to reach
-	// their clock (joincheck.go).
-	held []heldCall
 }
+
+// The daemon is the join service's driver.
+func (a *Daemon) core() *node.Node { return a.n }
+func (a *Daemon) training() bool   { return a.quorate && !a.n.Done() }
+func (a *Daemon) admitted()        { a.handleReady() }
 
 // TopicName is the membership topic of a mesh.
 func TopicName(mesh string) string { return "/sketchmesh/" + mesh + "/members/1" }
@@ -210,7 +211,6 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	a := &Daemon{
 		cfg: cfg, n: cfg.Node, self: cfg.Node.ID(),
 		log:     cfg.Logger.With("self", shortMember(cfg.Node.ID())),
-		joins:   make(chan joinCall),
 		heard:   make(chan []byte, 256),
 		stopped: make(chan struct{}),
 	}
@@ -268,7 +268,7 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 			cfg.Host.addMember(p)
 		}
 	}
-	cfg.Host.h.SetStreamHandler(JoinProtocol, a.serveJoin)
+	a.joins = NewJoinService(cfg.Host, cfg.Mesh, cfg.Settings, cfg.JoinTimeout, a.log)
 	return a, nil
 }
 
@@ -360,28 +360,10 @@ func shortMember(m string) string {
 
 // learnAddrs puts a member's addresses in the peerstore for addrTTL, so
 // streams to it can be opened; a non-member's are never kept.
-func (a *Daemon) learnAddrs(member string, addrs []string) {
-	p, err := PeerOf(member)
-	if err != nil || p == a.cfg.Host.h.ID() {
-		return
-	}
-	var mas []ma.Multiaddr
-	for _, s := range addrs {
-		if m, err := ma.NewMultiaddr(s); err == nil {
-			mas = append(mas, m)
-		}
-	}
-	a.cfg.Host.h.Peerstore().AddAddrs(p, mas, addrTTL)
-}
+func (a *Daemon) learnAddrs(member string, addrs []string) { learnAddrs(a.cfg.Host, member, addrs) }
 
 // addrStrings returns the host's listen addresses as strings.
-func (a *Daemon) addrStrings() []string {
-	var out []string
-	for _, m := range a.cfg.Host.h.Addrs() {
-		out = append(out, m.String())
-	}
-	return out
-}
+func (a *Daemon) addrStrings() []string { return hostAddrs(a.cfg.Host) }
 
 // Run trains until the node has run its iterations and holds everyone's
 // last updates, or until ctx ends; then it leaves with notice (checkpoint,
@@ -390,6 +372,7 @@ func (a *Daemon) addrStrings() []string {
 func (a *Daemon) Run(ctx context.Context) (Result, error) {
 	start := time.Now()
 	defer close(a.stopped)
+	defer a.joins.Stop(a, "this member stopped")
 	defer a.psCancel()
 	lctx, cancelListen := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelListen()
@@ -431,8 +414,8 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 				a.receive(m)
 			case data := <-a.heard:
 				a.n.Receive("", data)
-			case call := <-a.joins:
-				a.serveCall(call)
+			case call := <-a.joins.calls:
+				a.joins.Serve(a, call)
 			case <-tick.C:
 				a.n.Tick()
 			default:
@@ -457,9 +440,9 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			lastProgress = now
 		}
 		flush()
-		a.serveHeld(now)
+		a.joins.ServeHeld(a, now)
 		if a.n.Rejoining() != "" {
-			a.dropHeld("this member fell behind the frame history and is rejoining")
+			a.joins.DropHeld(a, "this member fell behind the frame history and is rejoining")
 			if err := a.rejoin(ctx); err != nil {
 				return a.result(start, false), err
 			}
@@ -512,8 +495,8 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			a.receive(m)
 		case data := <-a.heard:
 			a.n.Receive("", data)
-		case call := <-a.joins:
-			a.serveCall(call)
+		case call := <-a.joins.calls:
+			a.joins.Serve(a, call)
 		case <-tick.C:
 			a.n.Tick()
 		case <-paceC:
@@ -840,7 +823,7 @@ func (a *Daemon) rejoin(ctx context.Context) error {
 // to every live member, resent until each acknowledges it or LeaveTimeout
 // passes, then the last sends within what remains of it.
 func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Result, error) {
-	a.dropHeld("this member is leaving")
+	a.joins.Stop(a, "this member is leaving")
 	a.evaluate()
 	a.checkpoint()
 	a.n.StartLeave()

@@ -338,15 +338,15 @@ type joinCall struct {
 	out  chan []byte
 }
 
-// serveJoin handles one stream of the join protocol: read, hand to the
+// serveStream handles one stream of the join protocol: read, hand to the
 // loop, write what it answers.
-func (a *Daemon) serveJoin(s network.Stream) {
+func (js *JoinService) serveStream(s network.Stream) {
 	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(a.cfg.JoinTimeout))
+	_ = s.SetDeadline(time.Now().Add(js.timeout))
 	data, err := readLimited(s, maxJoinRequestBytes)
 	if err != nil {
-		if ok, n := a.joinWarn.allow(time.Now()); ok {
-			a.log.Warn("join request unreadable", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
+		if ok, n := js.warn.allow(time.Now()); ok {
+			js.log.Warn("join request unreadable", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
 		}
 		_ = s.Reset()
 		return
@@ -363,15 +363,15 @@ func (a *Daemon) serveJoin(s network.Stream) {
 		}
 	}
 	if err != nil {
-		if ok, n := a.joinWarn.allow(time.Now()); ok {
-			a.log.Warn("join request refused", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
+		if ok, n := js.warn.allow(time.Now()); ok {
+			js.log.Warn("join request refused", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
 		}
 		_ = writeMessage(s, encodeJoinReply(nil, "bad join request: "+err.Error()))
 		return
 	}
 	select {
-	case a.joins <- call:
-	case <-a.stopped:
+	case js.calls <- call:
+	case <-js.stopped:
 		return
 	}
 	for {
@@ -381,10 +381,10 @@ func (a *Daemon) serveJoin(s network.Stream) {
 				return
 			}
 			if err := writeMessage(s, out); err != nil {
-				a.log.Warn("join answer not sent", "to", s.Conn().RemotePeer(), "err", err)
+				js.log.Warn("join answer not sent", "to", s.Conn().RemotePeer(), "err", err)
 				return
 			}
-		case <-a.stopped:
+		case <-js.stopped:
 			return
 		}
 	}

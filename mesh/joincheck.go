@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -342,6 +343,53 @@ func firstRows(ctx context.Context, answers <-chan rowsAnswer, n int) (node.Rows
 	return node.RowsWitness{}, fmt.Errorf("no second member answered: %w", errors.Join(errs...))
 }
 
+// JoinService answers the join protocol for one node core. Its stream
+// handler hands each request to the loop that owns the core (Calls), which
+// answers it with Serve and, on each turn, ServeHeld; Daemon and Run both
+// drive one.
+type JoinService struct {
+	host     *Host
+	meshName string
+	settings node.Settings
+	timeout  time.Duration
+	log      *slog.Logger
+	calls    chan joinCall
+	stopped  chan struct{}
+	stopOnce sync.Once
+	warn     logEvery
+	held     []heldCall
+}
+
+// NewJoinService answers the join protocol on h for a node of mesh
+// meshName with settings; each request waits at most timeout for its
+// answer.
+func NewJoinService(h *Host, meshName string, settings node.Settings, timeout time.Duration, logger *slog.Logger) *JoinService {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &JoinService{host: h, meshName: meshName, settings: settings, timeout: timeout, log: logger,
+		calls: make(chan joinCall), stopped: make(chan struct{})}
+	h.h.SetStreamHandler(JoinProtocol, s.serveStream)
+	return s
+}
+
+// Stop refuses the held requests and makes the handlers give up on the
+// rest; the loop no longer reads Calls.
+func (s *JoinService) Stop(d joinDriver, reason string) {
+	s.DropHeld(d, reason)
+	s.stopOnce.Do(func() { close(s.stopped) })
+}
+
+// joinDriver is what the join service asks of the loop that owns the core.
+type joinDriver interface {
+	core() *node.Node
+	// training reports whether the mesh trains now (the rows move), so
+	// that a joiner's rows are planned ahead of them.
+	training() bool
+	// admitted sends what an admission queued (the admit announcement).
+	admitted()
+}
+
 // heldCall is a request on the join protocol whose answer waits for the
 // node's rows to reach a clock.
 type heldCall struct {
@@ -353,86 +401,86 @@ type heldCall struct {
 // rowsMargin is how far above its rows a training donor plans a joiner's
 // rows: past the spread of members' rows (about twice the staleness bound)
 // by enough rounds for the joiner to reach its second members.
-func (a *Daemon) rowsMargin() uint64 {
-	return 2*(uint64(a.cfg.Settings.Staleness)+1) + 8
+func (s *JoinService) rowsMargin() uint64 {
+	return 2*(uint64(s.settings.Staleness)+1) + 8
 }
 
-// serveCall answers a request on the join protocol, on the loop.
-func (a *Daemon) serveCall(call joinCall) {
+// Serve answers a request on the join protocol, on the loop.
+func (s *JoinService) Serve(d joinDriver, call joinCall) {
 	if call.rows != nil {
-		a.serveRows(call)
+		s.serveRows(d, call)
 		return
 	}
-	q := call.req
+	n, q := d.core(), call.req
 	refuse := func(reason string) {
 		call.out <- encodeJoinReply(nil, reason)
 		close(call.out)
 	}
-	if q.Mesh != a.cfg.Mesh {
-		refuse(fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))
+	if q.Mesh != s.meshName {
+		refuse(fmt.Sprintf("this member is in mesh %q, not %q", s.meshName, q.Mesh))
 		return
 	}
-	if err := q.Settings.Conflict(a.cfg.Settings, q.Explicit); err != nil {
-		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
+	if err := q.Settings.Conflict(s.settings, q.Explicit); err != nil {
+		s.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
 		refuse(err.Error())
 		return
 	}
-	if err := a.n.CheckAdmit(q.Member, q.Sig); err != nil {
-		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
+	if err := n.CheckAdmit(q.Member, q.Sig); err != nil {
+		s.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
 		refuse(err.Error())
 		return
 	}
-	rows := a.n.CommittedClock()
+	rows := n.CommittedClock()
 	at := rows
-	if a.quorate && !a.n.Done() {
-		at += a.rowsMargin()
-		if it := a.n.Config().Iterations; it > rows {
+	if d.training() {
+		at += s.rowsMargin()
+		if it := n.Config().Iterations; it > rows {
 			at = min(at, it)
 		}
 	}
-	call.out <- encodeJoinPlan(JoinPlan{Clock: at, Members: a.otherMembers(q.Member, false)})
+	call.out <- encodeJoinPlan(JoinPlan{Clock: at, Members: s.otherMembers(d.core(), q.Member, false)})
 	if at == rows {
-		a.welcome(call)
+		s.welcome(d, call)
 		return
 	}
-	if !a.n.HoldRows(at) {
-		refuse(fmt.Sprintf("this member serves %d joins already", len(a.held)))
+	if !n.HoldRows(at) {
+		refuse(fmt.Sprintf("this member serves %d joins already", len(s.held)))
 		return
 	}
-	a.held = append(a.held, heldCall{call: call, clock: at, deadline: time.Now().Add(a.cfg.JoinTimeout)})
+	s.held = append(s.held, heldCall{call: call, clock: at, deadline: time.Now().Add(s.timeout)})
 }
 
 // welcome admits a joiner at the rows the node holds now and sends it its
 // snapshot.
-func (a *Daemon) welcome(call joinCall) {
+func (s *JoinService) welcome(d joinDriver, call joinCall) {
 	defer close(call.out)
 	q := call.req
-	snap, adm, err := a.n.Admit(q.Member, q.Sig)
+	snap, adm, err := d.core().Admit(q.Member, q.Sig)
 	if err != nil {
-		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
+		s.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
 		call.out <- encodeJoinReply(nil, err.Error())
 		return
 	}
-	a.learnAddrs(q.Member, q.Addrs)
-	a.handleReady()
-	reply := &JoinReply{Settings: a.cfg.Settings, Snapshot: &snap, Admission: adm, Members: a.otherMembers(q.Member, true)}
+	learnAddrs(s.host, q.Member, q.Addrs)
+	d.admitted()
+	reply := &JoinReply{Settings: s.settings, Snapshot: &snap, Admission: adm, Members: s.otherMembers(d.core(), q.Member, true)}
 	call.out <- encodeJoinReply(reply, "")
 }
 
 // otherMembers returns the live members but the joiner's peer, sorted,
-// with their addresses; this node among them when withSelf.
-func (a *Daemon) otherMembers(joiner string, withSelf bool) []PeerRecord {
+// with their addresses; the node itself among them when withSelf.
+func (s *JoinService) otherMembers(n *node.Node, joiner string, withSelf bool) []PeerRecord {
 	var out []PeerRecord
 	if withSelf {
-		out = append(out, PeerRecord{Member: a.self, Addrs: a.addrStrings()})
+		out = append(out, PeerRecord{Member: n.ID(), Addrs: hostAddrs(s.host)})
 	}
 	jp, _ := PeerOf(joiner)
-	for _, m := range a.n.Live() {
-		if m == a.self {
+	for _, m := range n.Live() {
+		if m == n.ID() {
 			continue
 		}
 		if p, err := PeerOf(m); err == nil && p != jp {
-			out = append(out, PeerRecord{Member: m, Addrs: addrsOf(a.cfg.Host, p)})
+			out = append(out, PeerRecord{Member: m, Addrs: addrsOf(s.host, p)})
 		}
 	}
 	slices.SortFunc(out, func(x, y PeerRecord) int { return strings.Compare(x.Member, y.Member) })
@@ -442,52 +490,53 @@ func (a *Daemon) otherMembers(joiner string, withSelf bool) []PeerRecord {
 // serveRows answers a rows request: at once when the rows are at its
 // clock, when they reach it if they are below (within maxRowsAhead), and
 // with a refusal when they are past it.
-func (a *Daemon) serveRows(call joinCall) {
-	q := call.rows
-	rows := a.n.CommittedClock()
+func (s *JoinService) serveRows(d joinDriver, call joinCall) {
+	n, q := d.core(), call.rows
+	rows := n.CommittedClock()
 	refuse := func(reason string) {
 		call.out <- encodeJoinReply(nil, reason)
 		close(call.out)
 	}
 	switch {
-	case q.Mesh != a.cfg.Mesh:
-		refuse(fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))
+	case q.Mesh != s.meshName:
+		refuse(fmt.Sprintf("this member is in mesh %q, not %q", s.meshName, q.Mesh))
 	case q.Clock == rows:
-		a.sendRows(call)
+		sendRows(n, call)
 	case q.Clock < rows:
 		refuse(fmt.Sprintf("rows past clock %d: they are at %d", q.Clock, rows))
 	case q.Clock-rows > maxRowsAhead:
 		refuse(fmt.Sprintf("rows at clock %d are more than %d above this member's, at %d", q.Clock, maxRowsAhead, rows))
-	case !a.n.HoldRows(q.Clock):
-		refuse(fmt.Sprintf("this member serves %d joins already", len(a.held)))
+	case !n.HoldRows(q.Clock):
+		refuse(fmt.Sprintf("this member serves %d joins already", len(s.held)))
 	default:
-		a.held = append(a.held, heldCall{call: call, clock: q.Clock, deadline: time.Now().Add(a.cfg.JoinTimeout)})
+		s.held = append(s.held, heldCall{call: call, clock: q.Clock, deadline: time.Now().Add(s.timeout)})
 	}
 }
 
-func (a *Daemon) sendRows(call joinCall) {
-	rows := a.n.Rows()
+func sendRows(n *node.Node, call joinCall) {
+	rows := n.Rows()
 	call.out <- encodeRowsReply(rows.Clock, node.RowsDigest(&rows))
 	close(call.out)
 }
 
-// serveHeld answers the held requests whose rows the node holds now, and
+// ServeHeld answers the held requests whose rows the node holds now, and
 // refuses those whose time is up.
-func (a *Daemon) serveHeld(now time.Time) {
-	if len(a.held) == 0 {
+func (s *JoinService) ServeHeld(d joinDriver, now time.Time) {
+	if len(s.held) == 0 {
 		return
 	}
-	rows := a.n.CommittedClock()
-	kept := a.held[:0]
+	n := d.core()
+	rows := n.CommittedClock()
+	kept := s.held[:0]
 	var release []uint64
-	for _, h := range a.held {
+	for _, h := range s.held {
 		switch {
 		case h.clock == rows && h.call.rows != nil:
-			a.sendRows(h.call)
+			sendRows(n, h.call)
 		case h.clock == rows:
-			a.welcome(h.call)
+			s.welcome(d, h.call)
 		case now.After(h.deadline):
-			h.call.out <- encodeJoinReply(nil, fmt.Sprintf("this member's rows did not reach clock %d within %s (they are at %d)", h.clock, a.cfg.JoinTimeout, rows))
+			h.call.out <- encodeJoinReply(nil, fmt.Sprintf("this member's rows did not reach clock %d within %s (they are at %d)", h.clock, s.timeout, rows))
 			close(h.call.out)
 		default:
 			kept = append(kept, h)
@@ -495,20 +544,21 @@ func (a *Daemon) serveHeld(now time.Time) {
 		}
 		release = append(release, h.clock)
 	}
-	a.held = kept
+	s.held = kept
 	for _, c := range release {
-		a.n.ReleaseRows(c)
+		n.ReleaseRows(c)
 	}
 }
 
-// dropHeld refuses every held request: the node stops, or is replaced.
-func (a *Daemon) dropHeld(reason string) {
-	for _, h := range a.held {
+// DropHeld refuses every held request: the node stops, or its core is
+// replaced.
+func (s *JoinService) DropHeld(d joinDriver, reason string) {
+	for _, h := range s.held {
 		h.call.out <- encodeJoinReply(nil, reason)
 		close(h.call.out)
-		a.n.ReleaseRows(h.clock)
+		d.core().ReleaseRows(h.clock)
 	}
-	a.held = nil
+	s.held = nil
 }
 
 // JoinAny asks the members at addrs in turn until one admits the node
@@ -564,4 +614,29 @@ func JoinAny(ctx context.Context, h *Host, addrs []ma.Multiaddr, q JoinRequest, 
 		return nil, refused, fmt.Errorf("no --join member could be reached: %w", OneLine(errors.Join(errs...)))
 	}
 	return nil, refused, fmt.Errorf("no --join member admitted this node with rows that check out: %w", OneLine(errors.Join(errs...)))
+}
+
+// hostAddrs returns h's listen addresses as strings.
+func hostAddrs(h *Host) []string {
+	var out []string
+	for _, m := range h.h.Addrs() {
+		out = append(out, m.String())
+	}
+	return out
+}
+
+// learnAddrs keeps a member's announced addresses in h's peerstore, for
+// addrTTL.
+func learnAddrs(h *Host, member string, addrs []string) {
+	p, err := PeerOf(member)
+	if err != nil || p == h.h.ID() {
+		return
+	}
+	var mas []ma.Multiaddr
+	for _, s := range addrs {
+		if m, err := ma.NewMultiaddr(s); err == nil {
+			mas = append(mas, m)
+		}
+	}
+	h.h.Peerstore().AddAddrs(p, mas, addrTTL)
 }

@@ -177,7 +177,7 @@ func FuzzDecodeRows(f *testing.F) {
 // a donor that dies mid-transfer.
 func tamperedJoins(a *Daemon, change func([]byte) []byte, cut bool) {
 	a.cfg.Host.h.SetStreamHandler(JoinProtocol, func(s network.Stream) {
-		a.serveJoin(&tamperStream{Stream: s, change: change, cut: cut, host: a.cfg.Host})
+		a.joins.serveStream(&tamperStream{Stream: s, change: change, cut: cut, host: a.cfg.Host})
 	})
 }
 

@@ -29,7 +29,20 @@ type Options struct {
 	// iteration's computation ran. A testnet uses it to report progress and
 	// to emulate slower nodes.
 	AfterTrain func(n *node.Node, took time.Duration)
+	// Joins, when set, answers the join protocol from the loop: members
+	// known from the start may still admit joiners.
+	Joins *JoinService
 }
+
+// runDriver is Run's side of the join service.
+type runDriver struct {
+	n    *node.Node
+	send func(node.Ready)
+}
+
+func (d runDriver) core() *node.Node { return d.n }
+func (d runDriver) training() bool   { return !d.n.Done() }
+func (d runDriver) admitted()        { d.send(d.n.Ready()) }
 
 // RunStats describe one run of the loop.
 type RunStats struct {
@@ -106,6 +119,11 @@ func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats
 		}
 		out(n.Ready())
 	}
+	var joinCalls chan joinCall
+	if opts.Joins != nil {
+		joinCalls = opts.Joins.calls
+		defer opts.Joins.Stop(runDriver{n: n, send: out}, "this member stopped")
+	}
 	var blockedTicks int
 	for {
 		for drained := false; !drained; {
@@ -114,11 +132,16 @@ func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats
 				receive(m)
 			case <-tick.C:
 				n.Tick()
+			case call := <-joinCalls:
+				opts.Joins.Serve(runDriver{n: n, send: out}, call)
 			default:
 				drained = true
 			}
 		}
 		send()
+		if opts.Joins != nil {
+			opts.Joins.ServeHeld(runDriver{n: n, send: out}, time.Now())
+		}
 		if n.Done() {
 			err := t.Flush(ctx)
 			st.Wall = time.Since(start)
@@ -140,6 +163,8 @@ func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats
 		select {
 		case m := <-inbox:
 			receive(m)
+		case call := <-joinCalls:
+			opts.Joins.Serve(runDriver{n: n, send: out}, call)
 		case <-tick.C:
 			n.Tick()
 			blockedTicks++
