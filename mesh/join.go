@@ -322,8 +322,10 @@ func JoinChecked(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest,
 	case errors.Is(err, node.ErrUnverified) && len(cands) == 0:
 		// A mesh of one member: nobody else holds its rows.
 	case asked != nil:
+		retire(h, reply, sign)
 		return nil, fmt.Errorf("member %s: %w: %w", info.ID, err, asked)
 	default:
+		retire(h, reply, sign)
 		return nil, fmt.Errorf("member %s: %w", info.ID, err)
 	}
 	return reply, nil

@@ -561,6 +561,52 @@ func (s *JoinService) DropHeld(d joinDriver, reason string) {
 	s.held = nil
 }
 
+// maxRetireNotices bounds the members a joiner tells that an incarnation
+// it refused to start leaves.
+const maxRetireNotices = 64
+
+// retire tells the members a donor named that the incarnation it admitted
+// leaves at its entry: the joiner refused the rows and joins again as
+// another incarnation, and without the notice they would wait for the
+// refused one's first update until they suspect it. It needs the joiner's
+// key (sign); the notice is the member's own, signed like any leave.
+func retire(h *Host, reply *JoinReply, sign func([]byte) ([]byte, error)) {
+	if sign == nil {
+		return
+	}
+	adm := reply.Admission
+	a := node.Announcement{Kind: node.KindLeave, Member: adm.Member, Entry: adm.Entry, Clock: adm.Entry, Signer: adm.Member}
+	sig, err := sign(node.AnnouncementSignedBytes(a))
+	if err != nil {
+		return
+	}
+	a.Sig = sig
+	data := node.EncodeAnnouncement(a)
+	var to []string
+	for _, m := range reply.Members {
+		p, err := PeerOf(m.Member)
+		if err != nil || p == h.h.ID() {
+			continue
+		}
+		learnAddrs(h, m.Member, m.Addrs)
+		if to = append(to, p.String()); len(to) == maxRetireNotices {
+			break
+		}
+	}
+	// The notice can overtake the admit it answers (they travel apart),
+	// and a member refuses a leave of a member it does not know: it goes
+	// again twice, as a leaver resends its notice; a member that has it
+	// already only acknowledges it.
+	go func() {
+		for _, wait := range []time.Duration{0, 300 * time.Millisecond, time.Second} {
+			time.Sleep(wait)
+			for _, p := range to {
+				h.Send(p, data)
+			}
+		}
+	}()
+}
+
 // JoinAny asks the members at addrs in turn until one admits the node
 // with a snapshot that checks out, each attempt bounded by timeout: a
 // member that cannot be reached, dies mid-transfer, or sends rows a second
@@ -639,4 +685,40 @@ func learnAddrs(h *Host, member string, addrs []string) {
 		}
 	}
 	h.h.Peerstore().AddAddrs(p, mas, addrTTL)
+}
+
+// ServeJoinsWith answers join requests on h with answer instead of a node
+// core: for a peer that plays a member without being one, as the
+// testnet's hostile donor does. answer runs on the stream's goroutine; it
+// returns the plan, then (when called again with the plan) the welcome.
+// Rows requests are refused.
+func ServeJoinsWith(h *Host, timeout time.Duration, answer func(q JoinRequest, plan *JoinPlan) (JoinPlan, *JoinReply, error)) {
+	h.h.SetStreamHandler(JoinProtocol, func(s network.Stream) {
+		defer s.Close()
+		_ = s.SetDeadline(time.Now().Add(timeout))
+		data, err := readLimited(s, maxJoinRequestBytes)
+		if err != nil {
+			_ = s.Reset()
+			return
+		}
+		q, err := decodeJoinRequest(data)
+		if err != nil {
+			_ = writeMessage(s, encodeJoinReply(nil, "bad join request: "+err.Error()))
+			return
+		}
+		plan, _, err := answer(q, nil)
+		if err != nil {
+			_ = writeMessage(s, encodeJoinReply(nil, err.Error()))
+			return
+		}
+		if err := writeMessage(s, encodeJoinPlan(plan)); err != nil {
+			return
+		}
+		_, reply, err := answer(q, &plan)
+		if err != nil {
+			_ = writeMessage(s, encodeJoinReply(nil, err.Error()))
+			return
+		}
+		_ = writeMessage(s, encodeJoinReply(reply, ""))
+	})
 }

@@ -77,18 +77,27 @@ func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats
 	// the sender's broadcast tree: each node forwards the ones it accepted
 	// (a duplicate or a forgery goes no further), so a hello costs one
 	// message per member, not P per member, and links stay O(log P).
+	// The core names members, the transport peers: a member id is its
+	// peer id, or that with "/" and an incarnation (a joiner's retry).
+	sendTo := func(member string, data []byte) {
+		if p, err := PeerOf(member); err == nil {
+			t.Send(p.String(), data)
+		}
+	}
 	out := func(rd node.Ready) {
 		for _, m := range rd.Messages {
-			t.Send(m.To, m.Data)
+			sendTo(m.To, m.Data)
 		}
 		for _, b := range rd.Broadcast {
 			for _, hop := range n.Relays(n.ID()) {
-				t.Send(hop, b)
+				sendTo(hop, b)
 			}
 		}
 	}
 	receive := func(m Inbound) {
 		before := n.Rejections()
+		// The sender is named by its peer id: traffic credits no
+		// incarnation that peer may have admitted for itself.
 		n.Receive(m.From, m.Data)
 		if !node.IsAnnouncement(m.Data) || n.Rejections() != before {
 			return
@@ -96,7 +105,7 @@ func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats
 		if a, err := node.DecodeAnnouncement(m.Data); err == nil && (a.Kind == node.KindHello || a.Kind == node.KindAdmit) && a.Signer != n.ID() {
 			for _, hop := range n.Relays(a.Signer) {
 				if hop != m.From {
-					t.Send(hop, m.Data)
+					sendTo(hop, m.Data)
 				}
 			}
 		}

@@ -88,6 +88,10 @@ type Config struct {
 	// StallTimeout ends a run in which no node's clock has moved for this
 	// long (the report then says Stalled); default 60 s.
 	StallTimeout time.Duration
+	// JoinAt, when above 0, makes one more node join the mesh when node 0
+	// reaches that iteration (see joiner.go); the donor-lie attack sets
+	// it to a quarter of the iterations.
+	JoinAt int
 }
 
 // Progress is one report from node 0 during a run.
@@ -231,7 +235,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ids[i] = m.host.ID()
 	}
 	router := newRouter(cfg.Topology, ids)
-	if err := connect(ctx, members, router); err != nil {
+	links := router
+	if cfg.joinAt() > 0 {
+		// A joiner makes every node send to every member (below).
+		links = newRouter("full", ids)
+	}
+	if err := connect(ctx, members, links); err != nil {
 		return nil, err
 	}
 	att, err := startAttacker(ctx, cfg, members)
@@ -240,6 +249,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer att.stop()
 	memberIDs, router := att.members(ids), att.router(router)
+	jn, err := startJoiner(ctx, cfg, members)
+	if err != nil {
+		return nil, err
+	}
+	// With a joiner, every node sends to every member it knows, so the
+	// joiner is routed updates once admitted.
+	var nodeRouter node.Router = router
+	if jn != nil {
+		defer jn.host.Close()
+		nodeRouter = nil
+	}
+	newCore := func(c node.Config) (*node.Node, error) {
+		c.Model, c.Codec, c.ErrorFeedback, c.Staleness = mdl, cdc, cfg.ErrorFeedback, cfg.Staleness
+		c.Iterations, c.Seed, c.Router, c.Factors = uint64(cfg.Iterations), cfg.Seed, nodeRouter, cfg.Factors
+		c.Sync = node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()}
+		return node.New(c)
+	}
 	shuffled := cfg.Train.Shuffled(int64(cfg.Seed))
 	for i, m := range members {
 		m.shard = shuffled.Shard(i, cfg.Nodes)
@@ -251,23 +277,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.core, err = node.New(node.Config{
-			ID:            ids[i],
-			Members:       memberIDs,
-			Auth:          auth,
-			Robust:        robust,
-			Model:         mdl,
-			Optimizer:     opt,
-			Codec:         cdc,
-			ErrorFeedback: cfg.ErrorFeedback,
-			Staleness:     cfg.Staleness,
-			Iterations:    uint64(cfg.Iterations),
-			BatchSize:     cfg.batchRows(len(m.shard.Rows)),
-			Seed:          cfg.Seed,
-			Shard:         m.shard.Rows,
-			Router:        router,
-			Factors:       cfg.Factors,
-			Sync:          node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()},
+		m.core, err = newCore(node.Config{
+			ID:        ids[i],
+			Members:   memberIDs,
+			Auth:      auth,
+			Robust:    robust,
+			Optimizer: opt,
+			BatchSize: cfg.batchRows(len(m.shard.Rows)),
+			Shard:     m.shard.Rows,
 		})
 		if err != nil {
 			return nil, err
@@ -300,15 +317,32 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stalled := watchStall(runCtx, cancel, members, cfg.stallTimeout())
+	watched := members
+	if jn != nil {
+		watched = append(slices.Clone(members), jn.member)
+	}
+	stalled := watchStall(runCtx, cancel, watched, cfg.stallTimeout())
 	att.start(runCtx)
 	var wg sync.WaitGroup
+	if jn != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jn.runErr = jn.join(runCtx, cfg, members, att, mdl, shuffled.Shard(0, cfg.Nodes), newCore)
+			if jn.runErr != nil {
+				cancel()
+			}
+		}()
+	}
 	for i, m := range members {
 		pace := cfg.pace(i, observe)
 		opts := mesh.Options{RelayWindow: cfg.RelayWindow, AfterTrain: func(n *node.Node, took time.Duration) {
 			m.clock.Store(n.Clock())
 			pace(n, took)
 		}}
+		if jn != nil {
+			opts.Joins = mesh.NewJoinService(m.host, cfg.meshName(), cfg.settings(mdl), joinerJoinTimeout, cfg.Logger)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -330,6 +364,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if m.runErr != nil && !errors.Is(m.runErr, context.Canceled) {
 			return nil, m.runErr
 		}
+	}
+	if jn != nil && jn.runErr != nil && !errors.Is(jn.runErr, context.Canceled) {
+		return nil, jn.runErr
 	}
 	if err := ctx.Err(); err != nil {
 		// The report so far: every node has stopped, so its state is
@@ -354,7 +391,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := buildReport(cfg, cdc, router, members, curve, wall)
 	rep.Stalled = stalled.Load()
-	rep.Attack = att.report(members, cfg.Iterations)
+	rep.Attack = att.report(members, cfg.Iterations, jn.updates(cfg.Iterations))
+	jn.check(rep.Attack, members, cfg.Iterations)
 	if rep.Attack != nil {
 		rep.Attack.Stalled = rep.Attack.Stalled || rep.Stalled
 	}
