@@ -2,6 +2,8 @@ package mesh
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -286,8 +288,13 @@ func JoinChecked(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest,
 	// rows to reach the plan's clock, so that they are not past it.
 	cands := witnessCandidates(h, info.ID, plan.Members, witnesses)
 	var answers <-chan rowsAnswer
+	// The donor must not know the seed of the projections it is checked
+	// by.
+	var seedBytes [8]byte
+	_, _ = crand.Read(seedBytes[:])
+	seed := binary.LittleEndian.Uint64(seedBytes[:])
 	if plan.Clock > 0 && len(cands) > 0 {
-		answers = askRows(ctx, h, q.Mesh, plan.Clock, cands)
+		answers = askRows(ctx, h, RowsRequest{Mesh: q.Mesh, Clock: plan.Clock, Seed: seed}, cands)
 	}
 	data, err = readLimited(s, MaxJoinReplyBytes)
 	if err != nil {
@@ -305,20 +312,24 @@ func JoinChecked(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest,
 	if reply.Snapshot.Clock != plan.Clock {
 		return nil, fmt.Errorf("member %s: %w: it planned rows at clock %d and sent rows at %d", info.ID, node.ErrSnapshotMismatch, plan.Clock, reply.Snapshot.Clock)
 	}
-	var ws []node.RowsWitness
 	var asked error
 	if answers != nil {
+		// Any second member that confirms the rows will do: after a
+		// member died with an update in flight, some members may hold
+		// that update in their rows at the clock and others not yet.
 		var w node.RowsWitness
-		if w, asked = firstRows(ctx, answers, len(cands)); asked == nil {
-			ws = append(ws, w)
+		if w, err, asked = confirmRows(ctx, answers, len(cands), reply.Snapshot, seed); err == nil {
+			reply.Witness = w.Member
+			return reply, nil
+		}
+		if asked == nil {
+			retire(h, reply, sign)
+			return nil, fmt.Errorf("member %s: %w", info.ID, err)
 		}
 	}
-	err = node.VerifySnapshot(reply.Snapshot, ws)
+	err = node.VerifySnapshot(reply.Snapshot, seed, nil)
 	switch {
 	case err == nil:
-		if len(ws) > 0 {
-			reply.Witness = ws[0].Member
-		}
 	case errors.Is(err, node.ErrUnverified) && len(cands) == 0:
 		// A mesh of one member: nobody else holds its rows.
 	case asked != nil:

@@ -31,9 +31,9 @@ import (
 // which holds its rows at T in turn, answers at once if it is there, and
 // refuses if it is past T. The first digest that comes back decides.
 //
-//	rows request: [3, "rows", mesh str, clock uint]
+//	rows request: [3, "rows", mesh str, clock uint, seed uint]
 //	plan:         [3, "plan", clock uint, [[member str, [addr str...]]...]]
-//	rows reply:   [3, "rows", clock uint, digest bin(32)]
+//	rows reply:   [3, "rows", clock uint, digest bin(32), held bin(32), projections floats]
 //	refusal:      [3, "refused", reason str]
 
 // Limits of the verification exchange.
@@ -49,10 +49,12 @@ const (
 	maxWitnesses = 3
 )
 
-// RowsRequest asks a member for the digest of its rows at Clock.
+// RowsRequest asks a member for the digest of its rows at Clock, and
+// their projections with Seed (node.RowsProjections).
 type RowsRequest struct {
 	Mesh  string
 	Clock uint64
+	Seed  uint64
 }
 
 // JoinPlan is a donor's first answer: the clock of the rows the joiner
@@ -64,18 +66,19 @@ type JoinPlan struct {
 
 func encodeRowsRequest(q RowsRequest) []byte {
 	w := wire.NewWriter()
-	w.Array(4)
+	w.Array(5)
 	w.Uint(joinVersion)
 	w.String("rows")
 	w.String(q.Mesh)
 	w.Uint(q.Clock)
+	w.Uint(q.Seed)
 	return w.Bytes()
 }
 
 func decodeRowsRequest(data []byte) (RowsRequest, error) {
 	var q RowsRequest
 	r := wire.NewReader(data)
-	if err := r.Fields("rows request", 4); err != nil {
+	if err := r.Fields("rows request", 5); err != nil {
 		return q, err
 	}
 	if err := readHeader(r, "rows"); err != nil {
@@ -86,6 +89,9 @@ func decodeRowsRequest(data []byte) (RowsRequest, error) {
 		return q, err
 	}
 	if q.Clock, err = r.Uint("rows clock"); err != nil {
+		return q, err
+	}
+	if q.Seed, err = r.Uint("seed"); err != nil {
 		return q, err
 	}
 	return q, r.End()
@@ -176,45 +182,59 @@ func decodeJoinPlan(data []byte) (JoinPlan, error) {
 	return p, r.End()
 }
 
-func encodeRowsReply(clock uint64, sum [32]byte) []byte {
-	w := wire.NewWriter()
-	w.Array(4)
-	w.Uint(joinVersion)
-	w.String("rows")
-	w.Uint(clock)
-	w.Bin(sum[:])
-	return w.Bytes()
+func encodeRowsReply(w node.RowsWitness) []byte {
+	wr := wire.NewWriter()
+	wr.Array(6)
+	wr.Uint(joinVersion)
+	wr.String("rows")
+	wr.Uint(w.Clock)
+	wr.Bin(w.Sum[:])
+	wr.Bin(w.Held[:])
+	wr.Floats(w.Projections)
+	return wr.Bytes()
 }
 
-// decodeRowsReply reads a rows digest, or a refusal (an error wrapping
-// ErrRefused).
-func decodeRowsReply(data []byte) (clock uint64, sum [32]byte, err error) {
+// decodeRowsReply reads a rows reply (Member left empty), or a refusal (an
+// error wrapping ErrRefused).
+func decodeRowsReply(data []byte) (node.RowsWitness, error) {
+	var w node.RowsWitness
 	r := wire.NewReader(data)
 	n, err := r.Array("rows reply", 1)
 	if err != nil {
-		return 0, sum, err
+		return w, err
 	}
 	if n == 3 {
-		return 0, sum, readRefusal(r)
+		return w, readRefusal(r)
 	}
-	if n != 4 {
-		return 0, sum, fmt.Errorf("%w: rows reply has %d fields, want 3 or 4", wire.ErrMalformed, n)
+	if n != 6 {
+		return w, fmt.Errorf("%w: rows reply has %d fields, want 3 or 6", wire.ErrMalformed, n)
 	}
 	if err := readHeader(r, "rows"); err != nil {
-		return 0, sum, err
+		return w, err
 	}
-	if clock, err = r.Uint("rows clock"); err != nil {
-		return 0, sum, err
+	if w.Clock, err = r.Uint("rows clock"); err != nil {
+		return w, err
 	}
-	b, err := r.Bytes("rows digest", len(sum))
-	if err != nil {
-		return 0, sum, err
+	for _, d := range []struct {
+		what string
+		sum  *[32]byte
+	}{{"rows digest", &w.Sum}, {"held digest", &w.Held}} {
+		b, err := r.Bytes(d.what, len(d.sum))
+		if err != nil {
+			return w, err
+		}
+		if len(b) != len(d.sum) {
+			return w, fmt.Errorf("%w: %s of %d bytes, want %d", wire.ErrMalformed, d.what, len(b), len(d.sum))
+		}
+		copy(d.sum[:], b)
 	}
-	if len(b) != len(sum) {
-		return 0, sum, fmt.Errorf("%w: rows digest of %d bytes, want %d", wire.ErrMalformed, len(b), len(sum))
+	if w.Projections, err = r.Floats("projections", node.RowsProjectionCount); err != nil {
+		return w, err
 	}
-	copy(sum[:], b)
-	return clock, sum, r.End()
+	if len(w.Projections) != node.RowsProjectionCount {
+		return w, fmt.Errorf("%w: %d projections, want %d", wire.ErrMalformed, len(w.Projections), node.RowsProjectionCount)
+	}
+	return w, r.End()
 }
 
 // readRefusal reads the rest of a refusal and returns it as an error
@@ -278,25 +298,27 @@ type rowsAnswer struct {
 	err error
 }
 
-// askRows asks every candidate, in parallel, for its digest of its rows at
-// clock; the answers arrive on the channel returned, one per candidate.
-func askRows(ctx context.Context, h *Host, meshName string, clock uint64, cands []witness) <-chan rowsAnswer {
+// askRows asks every candidate, in parallel, for its account of its rows
+// at q's clock; the answers arrive on the channel returned, one per
+// candidate.
+func askRows(ctx context.Context, h *Host, q RowsRequest, cands []witness) <-chan rowsAnswer {
 	out := make(chan rowsAnswer, len(cands))
 	for _, c := range cands {
 		go func() {
-			sum, err := rowsDigestOf(ctx, h, c.info, RowsRequest{Mesh: meshName, Clock: clock})
+			w, err := rowsOf(ctx, h, c.info, q)
 			if err != nil {
 				err = fmt.Errorf("member %s: %w", c.name, err)
 			}
-			out <- rowsAnswer{w: node.RowsWitness{Member: c.name, Clock: clock, Sum: sum}, err: err}
+			w.Member = c.name
+			out <- rowsAnswer{w: w, err: err}
 		}()
 	}
 	return out
 }
 
-// rowsDigestOf asks one member for its rows digest.
-func rowsDigestOf(ctx context.Context, h *Host, info peer.AddrInfo, q RowsRequest) ([32]byte, error) {
-	var sum [32]byte
+// rowsOf asks one member for its account of its rows.
+func rowsOf(ctx context.Context, h *Host, info peer.AddrInfo, q RowsRequest) (node.RowsWitness, error) {
+	var sum node.RowsWitness
 	if err := h.Connect(ctx, info); err != nil {
 		return sum, fmt.Errorf("reach: %w", err)
 	}
@@ -316,31 +338,48 @@ func rowsDigestOf(ctx context.Context, h *Host, info peer.AddrInfo, q RowsReques
 	if err != nil {
 		return sum, fmt.Errorf("read rows reply: %w", err)
 	}
-	clock, sum, err := decodeRowsReply(data)
+	w, err := decodeRowsReply(data)
 	if err != nil {
-		return sum, err
+		return w, err
 	}
-	if clock != q.Clock {
-		return sum, fmt.Errorf("%w: rows at clock %d, asked for %d", wire.ErrMalformed, clock, q.Clock)
+	if w.Clock != q.Clock {
+		return w, fmt.Errorf("%w: rows at clock %d, asked for %d", wire.ErrMalformed, w.Clock, q.Clock)
 	}
-	return sum, nil
+	return w, nil
 }
 
-// firstRows returns the first digest among n answers, or why none came.
-func firstRows(ctx context.Context, answers <-chan rowsAnswer, n int) (node.RowsWitness, error) {
+// confirmRows reads the n answers until one confirms s's rows
+// (node.VerifySnapshot): it returns that witness, or the first refusal
+// (err) when some answered and none confirmed, or why nobody answered
+// (asked) when none did.
+func confirmRows(ctx context.Context, answers <-chan rowsAnswer, n int, s *node.Snapshot, seed uint64) (w node.RowsWitness, err, asked error) {
 	var errs []error
 	for range n {
 		select {
 		case a := <-answers:
-			if a.err == nil {
-				return a.w, nil
+			if a.err != nil {
+				errs = append(errs, a.err)
+				continue
 			}
-			errs = append(errs, a.err)
+			e := node.VerifySnapshot(s, seed, []node.RowsWitness{a.w})
+			if e == nil {
+				return a.w, nil, nil
+			}
+			if err == nil {
+				err = e
+			}
 		case <-ctx.Done():
-			return node.RowsWitness{}, fmt.Errorf("no second member answered in time: %w", ctx.Err())
+			errs = append(errs, fmt.Errorf("no further second member answered in time: %w", ctx.Err()))
+			if err == nil {
+				err = node.ErrUnverified
+			}
+			return w, err, errors.Join(errs...)
 		}
 	}
-	return node.RowsWitness{}, fmt.Errorf("no second member answered: %w", errors.Join(errs...))
+	if err != nil {
+		return w, err, nil
+	}
+	return w, node.ErrUnverified, fmt.Errorf("no second member answered: %w", errors.Join(errs...))
 }
 
 // JoinService answers the join protocol for one node core. Its stream
@@ -515,7 +554,8 @@ func (s *JoinService) serveRows(d joinDriver, call joinCall) {
 
 func sendRows(n *node.Node, call joinCall) {
 	rows := n.Rows()
-	call.out <- encodeRowsReply(rows.Clock, node.RowsDigest(&rows))
+	call.out <- encodeRowsReply(node.RowsWitness{Clock: rows.Clock, Sum: node.RowsDigest(&rows), Held: node.HeldDigest(&rows),
+		Projections: node.RowsProjections(rows.View, call.rows.Seed)})
 	close(call.out)
 }
 
@@ -560,6 +600,13 @@ func (s *JoinService) DropHeld(d joinDriver, reason string) {
 	}
 	s.held = nil
 }
+
+// joinRounds is how many times JoinAny goes through its addresses when
+// snapshots were refused, joinRoundPause the pause between rounds.
+const (
+	joinRounds     = 2
+	joinRoundPause = 2 * time.Second
+)
 
 // maxRetireNotices bounds the members a joiner tells that an incarnation
 // it refused to start leaves.
@@ -610,7 +657,9 @@ func retire(h *Host, reply *JoinReply, sign func([]byte) ([]byte, error)) {
 // JoinAny asks the members at addrs in turn until one admits the node
 // with a snapshot that checks out, each attempt bounded by timeout: a
 // member that cannot be reached, dies mid-transfer, or sends rows a second
-// member does not confirm is passed over for the next. It returns the
+// member does not confirm is passed over for the next. When some snapshot
+// was refused and none admitted, it goes through the addresses a second
+// time, joinRoundPause later. It returns the
 // reply and, by reason (node.RejectSnapshotMismatch,
 // node.RejectSnapshotUnverified), the snapshots it refused on the way. A
 // refusal by a member (another mesh, conflicting settings) ends it.
@@ -621,11 +670,30 @@ func JoinAny(ctx context.Context, h *Host, addrs []ma.Multiaddr, q JoinRequest, 
 	if err != nil {
 		return nil, refused, err
 	}
-	for i, a := range addrs {
+	// A second round gives members whose rows disagreed (a member died
+	// with an update in flight) the time to exchange what they lack.
+	var attempts []int
+	for range joinRounds {
+		for i := range addrs {
+			attempts = append(attempts, i)
+		}
+	}
+	for k, i := range attempts {
+		a := addrs[i]
+		if k == len(addrs) {
+			if len(refused) == 0 {
+				break // nothing a second round would change
+			}
+			select {
+			case <-ctx.Done():
+				return nil, refused, ctx.Err()
+			case <-time.After(joinRoundPause):
+			}
+		}
 		// Each attempt is a new incarnation: a member that admitted an
 		// earlier attempt whose reply was lost knows that one at its own
 		// entry, and the new one supersedes it everywhere.
-		if i > 0 {
+		if k > 0 {
 			inc++
 			q.Member = MemberID(p, inc)
 		}

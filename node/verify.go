@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"math"
+	"math/rand/v2"
 	"slices"
 )
 
@@ -29,6 +31,19 @@ import (
 //     is there, or refuses if it is past T;
 //   - VerifySnapshot compares. Rows at clock 0 need no second member: they
 //     hold nothing, so every parameter is 0.
+//
+// Two honest members can hold the same updates in rows whose bits differ:
+// one that committed a row without a member it had declared down adds that
+// member's late update afterwards, in another order (see digest.go), so
+// their sums round differently. Exact digests would then refuse every
+// donor of the other side, for good. So a second member also sends which
+// updates its rows hold (HeldDigest) and RowsProjectionCount projections
+// of its view on random ±1 vectors drawn from a seed the joiner chose
+// (RowsProjections): the donor never sees the seed, so rows that differ
+// by more than rounding differ in some projection by more than
+// projectionTolerance times the view's L1 norm, whatever the donor
+// changed. Rows whose digests differ are accepted when they hold the same
+// updates and every projection agrees within that tolerance.
 //
 // The digest covers the rows' clock, every parameter's bits and, for each
 // member whose updates the rows hold, its id, entry, high-water mark and
@@ -62,12 +77,26 @@ const maxRowHolds = 8
 // else's bytes by accident.
 const rowsDigestDomain = "sketchmesh rows digest v1\x00"
 
-// RowsWitness is a second member's digest of its rows at a clock.
+// RowsWitness is a second member's account of its rows at a clock: their
+// digest, which updates they hold, and the projections of its view with
+// the joiner's seed.
 type RowsWitness struct {
-	Member string
-	Clock  uint64
-	Sum    [sha256.Size]byte
+	Member      string
+	Clock       uint64
+	Sum         [sha256.Size]byte
+	Held        [sha256.Size]byte
+	Projections []float64
 }
+
+// RowsProjectionCount is how many projections a witness sends.
+const RowsProjectionCount = 8
+
+// projectionTolerance bounds, relative to the view's L1 norm, how far a
+// projection of honest rows holding the same updates may differ between
+// members: rounding in another order of additions is some 1e-16 per
+// addition, far below it, and a change of any parameter by more than it
+// times the norm moves every projection by as much.
+const projectionTolerance = 1e-9
 
 // RowsDigest returns the SHA-256 digest of a snapshot's rows (its clock,
 // view and the updates its rows hold; see above). Pending frames and
@@ -91,6 +120,37 @@ func RowsDigest(s *Snapshot) [sha256.Size]byte {
 		}
 	}
 	h.Write(buf)
+	writeHeld(h, s)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// HeldDigest returns the SHA-256 digest of which updates a snapshot's rows
+// hold: the clock and, for each member whose updates they hold, its id,
+// entry, high-water mark and the clocks above it.
+func HeldDigest(s *Snapshot) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(heldDigestDomain))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], s.Clock)
+	h.Write(b[:])
+	writeHeld(h, s)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// heldDigestDomain starts every held digest.
+const heldDigestDomain = "sketchmesh held digest v1\x00"
+
+// writeHeld feeds h the members whose updates the rows hold, sorted by id.
+func writeHeld(h hash.Hash, s *Snapshot) {
+	var b [8]byte
+	word := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
 	held := make([]MemberEntry, 0, len(s.Members))
 	for _, m := range s.Members {
 		if holdsUpdates(m) {
@@ -111,9 +171,26 @@ func RowsDigest(s *Snapshot) [sha256.Size]byte {
 			word(c)
 		}
 	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
+}
+
+// RowsProjections returns RowsProjectionCount projections of view on ±1
+// vectors drawn from seed: projection j is the sum over i of view[i] times
+// the sign of bit j of the i-th output of a PCG seeded with (seed,
+// len(view)).
+func RowsProjections(view []float64, seed uint64) []float64 {
+	rng := rand.New(rand.NewPCG(seed, uint64(len(view))))
+	out := make([]float64, RowsProjectionCount)
+	for _, v := range view {
+		bits := rng.Uint64()
+		for j := range out {
+			if bits>>j&1 == 1 {
+				out[j] += v
+			} else {
+				out[j] -= v
+			}
+		}
+	}
+	return out
 }
 
 // holdsUpdates reports whether the rows hold some update of member m.
@@ -127,7 +204,7 @@ func holdsUpdates(m MemberEntry) bool { return m.High > m.Entry || len(m.Ahead) 
 // caller decides whether a mesh of one member may be trusted); a witness
 // whose digest differs, or who hashed another clock, gives one wrapping
 // ErrSnapshotMismatch.
-func VerifySnapshot(s *Snapshot, witnesses []RowsWitness) error {
+func VerifySnapshot(s *Snapshot, seed uint64, witnesses []RowsWitness) error {
 	for _, m := range s.Members {
 		if err := CheckMemberID(m.ID); err != nil {
 			return fmt.Errorf("%w: %w", ErrSnapshot, err)
@@ -152,13 +229,30 @@ func VerifySnapshot(s *Snapshot, witnesses []RowsWitness) error {
 	if len(witnesses) == 0 {
 		return fmt.Errorf("%w: no second member's digest of the rows at clock %d", ErrUnverified, s.Clock)
 	}
-	sum := RowsDigest(s)
+	sum, held := RowsDigest(s), HeldDigest(s)
+	var proj []float64
+	var norm float64
 	for _, w := range witnesses {
-		if w.Clock != s.Clock {
+		switch {
+		case w.Clock != s.Clock:
 			return fmt.Errorf("%w: member %s hashed its rows at clock %d, the snapshot's are at %d", ErrSnapshotMismatch, w.Member, w.Clock, s.Clock)
+		case w.Sum == sum:
+			continue
+		case w.Held != held:
+			return fmt.Errorf("%w: member %s's rows at clock %d hold other updates than the donor's", ErrSnapshotMismatch, w.Member, s.Clock)
+		case len(w.Projections) != RowsProjectionCount:
+			return fmt.Errorf("%w: member %s's rows at clock %d differ from the donor's in their bits, and it sent %d projections, not %d", ErrSnapshotMismatch, w.Member, s.Clock, len(w.Projections), RowsProjectionCount)
 		}
-		if w.Sum != sum {
-			return fmt.Errorf("%w: member %s's rows at clock %d have digest %x, the donor's %x", ErrSnapshotMismatch, w.Member, s.Clock, w.Sum[:8], sum[:8])
+		if proj == nil {
+			proj = RowsProjections(s.View, seed)
+			for _, v := range s.View {
+				norm += math.Abs(v)
+			}
+		}
+		for j, p := range proj {
+			if d := math.Abs(p - w.Projections[j]); !(d <= projectionTolerance*norm) {
+				return fmt.Errorf("%w: member %s's rows at clock %d differ from the donor's beyond rounding (projection %d: %g against %g)", ErrSnapshotMismatch, w.Member, s.Clock, j, w.Projections[j], p)
+			}
 		}
 	}
 	return nil

@@ -54,8 +54,8 @@ func TestRowsDigestAgreesAcrossMembersAtAHeldClock(t *testing.T) {
 		if a.Clock != 7 || RowsDigest(&a) != RowsDigest(&b) || RowsDigest(&a) != RowsDigest(&c) {
 			t.Fatalf("seed %d: rows at 7 hash to %x, %x, %x", seed, RowsDigest(&a), RowsDigest(&b), RowsDigest(&c))
 		}
-		w := []RowsWitness{{Member: cl.ids[1], Clock: 7, Sum: RowsDigest(&b)}, {Member: cl.ids[2], Clock: 7, Sum: RowsDigest(&c)}}
-		if err := VerifySnapshot(&a, w); err != nil {
+		w := []RowsWitness{witnessOf(cl.ids[1], &b, 9), witnessOf(cl.ids[2], &c, 9)}
+		if err := VerifySnapshot(&a, 9, w); err != nil {
 			t.Fatalf("seed %d: honest rows refused: %v", seed, err)
 		}
 		for _, id := range cl.ids {
@@ -78,7 +78,7 @@ func TestRowsDigestAgreesAcrossMembersAtAHeldClock(t *testing.T) {
 func TestVerifySnapshotCatchesAlteredRows(t *testing.T) {
 	cl, rows := heldRows(t, 4, 6)
 	honest := rows[cl.ids[1]]
-	w := []RowsWitness{{Member: cl.ids[1], Clock: 6, Sum: RowsDigest(&honest)}}
+	w := []RowsWitness{witnessOf(cl.ids[1], &honest, 5)}
 	someone := func(s *Snapshot) *MemberEntry {
 		for i := range s.Members {
 			if s.Members[i].ID == cl.ids[2] {
@@ -89,13 +89,12 @@ func TestVerifySnapshotCatchesAlteredRows(t *testing.T) {
 		return nil
 	}
 	lies := map[string]func(s *Snapshot){
-		"a parameter nudged by one ulp": func(s *Snapshot) {
-			for i, v := range s.View {
-				if v != 0 {
-					s.View[i] = math.Nextafter(v, math.Inf(1))
-					return
-				}
+		"a parameter moved by a millionth of the view's L1 norm": func(s *Snapshot) {
+			var norm float64
+			for _, v := range s.View {
+				norm += math.Abs(v)
 			}
+			s.View[len(s.View)/2] += 1e-6 * norm
 		},
 		"a parameter's sign":        func(s *Snapshot) { s.View[0] = -s.View[0] - 1 },
 		"an update left out":        func(s *Snapshot) { someone(s).High-- },
@@ -114,7 +113,7 @@ func TestVerifySnapshotCatchesAlteredRows(t *testing.T) {
 			s.Members[i].Ahead = slices.Clone(s.Members[i].Ahead)
 		}
 		lie(&s)
-		if err := VerifySnapshot(&s, w); !errors.Is(err, ErrSnapshotMismatch) && !errors.Is(err, ErrSnapshot) {
+		if err := VerifySnapshot(&s, 5, w); !errors.Is(err, ErrSnapshotMismatch) && !errors.Is(err, ErrSnapshot) {
 			t.Errorf("%s: err = %v, want a mismatch", name, err)
 		}
 	}
@@ -123,41 +122,115 @@ func TestVerifySnapshotCatchesAlteredRows(t *testing.T) {
 	s := honest
 	s.Members = slices.Clone(honest.Members)
 	someone(&s).Live = !someone(&s).Live
-	if err := VerifySnapshot(&s, w); err != nil {
+	if err := VerifySnapshot(&s, 5, w); err != nil {
 		t.Fatalf("rows with another liveness opinion refused: %v", err)
 	}
-	if err := VerifySnapshot(&honest, []RowsWitness{{Member: "w", Clock: 7, Sum: RowsDigest(&honest)}}); !errors.Is(err, ErrSnapshotMismatch) {
+	if err := VerifySnapshot(&honest, 5, []RowsWitness{{Member: "w", Clock: 7, Sum: RowsDigest(&honest)}}); !errors.Is(err, ErrSnapshotMismatch) {
 		t.Fatalf("a witness at another clock: err = %v, want a mismatch", err)
 	}
-	if err := VerifySnapshot(&honest, w[:0]); !errors.Is(err, ErrUnverified) {
+	if err := VerifySnapshot(&honest, 5, w[:0]); !errors.Is(err, ErrUnverified) {
 		t.Fatalf("no witness: err = %v, want ErrUnverified", err)
 	}
 	bad := honest
 	bad.Members = append(slices.Clone(honest.Members), MemberEntry{ID: "bad id", Live: true})
-	if err := VerifySnapshot(&bad, w); !errors.Is(err, ErrSnapshot) {
+	if err := VerifySnapshot(&bad, 5, w); !errors.Is(err, ErrSnapshot) {
 		t.Fatalf("a member id with a space: err = %v, want ErrSnapshot", err)
+	}
+}
+
+// witnessOf is what member sends of its rows s to a joiner that chose seed.
+func witnessOf(member string, s *Snapshot, seed uint64) RowsWitness {
+	return RowsWitness{Member: member, Clock: s.Clock, Sum: RowsDigest(s), Held: HeldDigest(s), Projections: RowsProjections(s.View, seed)}
+}
+
+// Rows that hold the same updates but were added in another order differ
+// in their last bits: they are accepted. A change beyond rounding is not,
+// however small against the view, since the donor cannot know the seed.
+func TestVerifySnapshotToleratesRoundingOnly(t *testing.T) {
+	cl, rows := heldRows(t, 2, 6)
+	honest := rows[cl.ids[1]]
+	const seed = 77
+	w := []RowsWitness{witnessOf(cl.ids[1], &honest, seed)}
+	var norm float64
+	for _, v := range honest.View {
+		norm += math.Abs(v)
+	}
+	alter := func(f func(i int, v float64) float64) Snapshot {
+		s := honest
+		s.View = slices.Clone(honest.View)
+		for i, v := range s.View {
+			s.View[i] = f(i, v)
+		}
+		return s
+	}
+	rounded := alter(func(_ int, v float64) float64 {
+		if v == 0 {
+			return v
+		}
+		return math.Nextafter(v, 0)
+	})
+	if RowsDigest(&rounded) == RowsDigest(&honest) {
+		t.Fatal("rows one ulp apart hash alike")
+	}
+	if err := VerifySnapshot(&rounded, seed, w); err != nil {
+		t.Fatalf("rows one ulp apart refused: %v", err)
+	}
+	big := 0
+	for i, v := range honest.View {
+		if math.Abs(v) > math.Abs(honest.View[big]) {
+			big = i
+		}
+	}
+	for _, delta := range []float64{1e-6 * norm, 1e-8 * norm, 100 * projectionTolerance * norm} {
+		moved := alter(func(i int, v float64) float64 {
+			if i == big {
+				return v + delta
+			}
+			return v
+		})
+		if err := VerifySnapshot(&moved, seed, w); !errors.Is(err, ErrSnapshotMismatch) {
+			t.Errorf("one parameter moved by %g (view L1 %g): err = %v, want a mismatch", delta, norm, err)
+		}
+	}
+	// A change of a 1e-5th of the view's L1 norm spread over every
+	// parameter, with signs the donor would have to guess.
+	step := 1e-5 * norm / float64(len(honest.View))
+	spread := alter(func(i int, v float64) float64 { return v + step*float64(1-2*(i%2)) })
+	if err := VerifySnapshot(&spread, seed, w); !errors.Is(err, ErrSnapshotMismatch) {
+		t.Errorf("every parameter moved by ±%g: err = %v, want a mismatch", step, err)
+	}
+	// Rows with the same bits but other updates claimed are refused,
+	// whatever the projections say.
+	claimed := honest
+	claimed.Members = slices.Clone(honest.Members)
+	claimed.Members[0].High--
+	if err := VerifySnapshot(&claimed, seed, w); !errors.Is(err, ErrSnapshotMismatch) {
+		t.Errorf("other updates claimed: err = %v, want a mismatch", err)
+	}
+	if got, again := RowsProjections(honest.View, seed), RowsProjections(honest.View, seed); !slices.Equal(got, again) || len(got) != RowsProjectionCount {
+		t.Fatalf("projections %v then %v", got, again)
 	}
 }
 
 // Rows at clock 0 are checked without a second member: they hold nothing.
 func TestVerifySnapshotAtClockZero(t *testing.T) {
 	empty := Snapshot{View: make([]float64, 5), Members: []MemberEntry{{ID: "a", Live: true}, {ID: "b", Live: true}}}
-	if err := VerifySnapshot(&empty, nil); err != nil {
+	if err := VerifySnapshot(&empty, 0, nil); err != nil {
 		t.Fatalf("empty rows at 0 refused: %v", err)
 	}
 	nonzero := empty
 	nonzero.View = []float64{0, 0, 1e-300, 0, 0}
-	if err := VerifySnapshot(&nonzero, nil); !errors.Is(err, ErrSnapshotMismatch) {
+	if err := VerifySnapshot(&nonzero, 0, nil); !errors.Is(err, ErrSnapshotMismatch) {
 		t.Fatalf("a parameter at clock 0: err = %v, want a mismatch", err)
 	}
 	negZero := empty
 	negZero.View = []float64{0, math.Copysign(0, -1), 0, 0, 0}
-	if err := VerifySnapshot(&negZero, nil); !errors.Is(err, ErrSnapshotMismatch) {
+	if err := VerifySnapshot(&negZero, 0, nil); !errors.Is(err, ErrSnapshotMismatch) {
 		t.Fatalf("-0 at clock 0: err = %v, want a mismatch (the bits differ)", err)
 	}
 	holding := empty
 	holding.Members = []MemberEntry{{ID: "a", Live: true, Ahead: nil, High: 0}, {ID: "b", Live: true, Entry: 0, High: 0, Ahead: []uint64{}}}
-	if err := VerifySnapshot(&holding, nil); err != nil {
+	if err := VerifySnapshot(&holding, 0, nil); err != nil {
 		t.Fatalf("empty gaps refused: %v", err)
 	}
 }
