@@ -301,14 +301,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	var reply *mesh.JoinReply
+	var snapshotsRefused map[string]uint64
 	if len(joinAddrs) > 0 {
 		signer, err := mesh.NewKeyAuthenticator(f.mesh, self, key)
 		if err != nil {
 			return err
 		}
-		reply, err = joinAny(ctx, host, joinAddrs, mesh.JoinRequest{
+		reply, snapshotsRefused, err = mesh.JoinAny(ctx, host, joinAddrs, mesh.JoinRequest{
 			Mesh: f.mesh, Member: self, Settings: settings, Explicit: explicit, Addrs: addrStrings(host),
-		}, signer.SignMessage, logger)
+		}, signer.SignMessage, 30*time.Second, logger)
 		if err != nil {
 			return err
 		}
@@ -420,6 +421,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
 		DirectPeers: res.DirectPeers, RelayedPeers: res.RelayedPeers, UnreachableLinks: res.UnreachableLinks,
 		LeaveAcknowledgedBy: res.LeaveAcknowledgedBy, MembersLiveAtLeave: res.MembersLiveAtLeave,
+	}
+	// Snapshots refused at the join count with what the core refused.
+	for reason, k := range snapshotsRefused {
+		if rep.Rejected == nil {
+			rep.Rejected = map[string]uint64{}
+		}
+		rep.Rejected[reason] += k
 	}
 	if rep.LeaveAcknowledgedBy == nil {
 		rep.LeaveAcknowledgedBy = []string{}
@@ -670,41 +678,6 @@ func (f *runFlags) founderSettings(train, rateRows *dataset.Dataset, saved *chec
 		return node.Settings{}, usageError{err}
 	}
 	return s, nil
-}
-
-// joinAny asks each --join address in turn until one admits the node.
-func joinAny(ctx context.Context, h *mesh.Host, addrs []ma.Multiaddr, q mesh.JoinRequest, sign func([]byte) ([]byte, error), logger *slog.Logger) (*mesh.JoinReply, error) {
-	var errs []error
-	_, inc, err := mesh.MemberPeer(q.Member)
-	if err != nil {
-		return nil, err
-	}
-	for i, a := range addrs {
-		// Each attempt is a new incarnation: a member that admitted an
-		// earlier attempt whose reply was lost knows that one at its own
-		// entry, and the new one supersedes it everywhere.
-		if i > 0 {
-			inc++
-			q.Member = mesh.MemberID(h.Libp2p().ID(), inc)
-		}
-		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		reply, err := mesh.Join(jctx, h, a, q, sign)
-		cancel()
-		if err == nil {
-			if reply.Admission.Member != q.Member {
-				errs = append(errs, fmt.Errorf("member at %s admitted %s, not %s", a, reply.Admission.Member, q.Member))
-				continue
-			}
-			logger.Info("joined the mesh", "through", a, "members", len(reply.Members), "clock", reply.Snapshot.Clock)
-			return reply, nil
-		}
-		if errors.Is(err, mesh.ErrRefused) {
-			return nil, err
-		}
-		logger.Warn("join attempt failed; trying the next member as a new incarnation", "through", a, "err", err)
-		errs = append(errs, err)
-	}
-	return nil, fmt.Errorf("no --join member could be reached: %w", mesh.OneLine(errors.Join(errs...)))
 }
 
 // newCore builds the node core: fresh for a founder, from the mesh's

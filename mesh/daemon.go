@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -212,7 +211,8 @@ type Daemon struct {
 	ps    *pubsub.PubSub
 	topic *pubsub.Topic
 	sub   *pubsub.Subscription
-	joins chan joinCall
+	// joins answers the join protocol (joincheck.go).
+	joins *JoinService
 	heard chan []byte
 	// round is an average of this node's time per iteration, updated at
 	// each iteration only, for progress lines and sync pacing.
@@ -234,11 +234,14 @@ type Daemon struct {
 	aloneFrom, aloneWarned time.Time
 	// lossWatch warns when the test loss stalls or rises.
 	lossWatch model.LossWatch
-	// joinWarn spaces warnings about unreadable join requests.
-	joinWarn logEvery
 	// sites measures round trips for the site-aware overlay (sites.go).
 	sites siteProbe
 }
+
+// The daemon is the join service's driver.
+func (a *Daemon) core() *node.Node { return a.n }
+func (a *Daemon) training() bool   { return a.quorate && !a.n.Done() }
+func (a *Daemon) admitted()        { a.handleReady() }
 
 // TopicName is the membership topic of a mesh.
 func TopicName(mesh string) string { return "/sketchmesh/" + mesh + "/members/1" }
@@ -256,7 +259,6 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	a := &Daemon{
 		cfg: cfg, n: cfg.Node, self: cfg.Node.ID(),
 		log:     cfg.Logger.With("self", shortMember(cfg.Node.ID())),
-		joins:   make(chan joinCall),
 		heard:   make(chan []byte, 256),
 		stopped: make(chan struct{}),
 	}
@@ -291,7 +293,7 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 			cfg.Host.addMember(p)
 		}
 	}
-	cfg.Host.h.SetStreamHandler(JoinProtocol, a.serveJoin)
+	a.joins = NewJoinService(cfg.Host, cfg.Mesh, cfg.Settings, cfg.JoinTimeout, a.log)
 	return a, nil
 }
 
@@ -422,28 +424,10 @@ func shortMember(m string) string {
 
 // learnAddrs puts a member's addresses in the peerstore for addrTTL, so
 // streams to it can be opened; a non-member's are never kept.
-func (a *Daemon) learnAddrs(member string, addrs []string) {
-	p, err := PeerOf(member)
-	if err != nil || p == a.cfg.Host.h.ID() {
-		return
-	}
-	var mas []ma.Multiaddr
-	for _, s := range addrs {
-		if m, err := ma.NewMultiaddr(s); err == nil {
-			mas = append(mas, m)
-		}
-	}
-	a.cfg.Host.h.Peerstore().AddAddrs(p, mas, addrTTL)
-}
+func (a *Daemon) learnAddrs(member string, addrs []string) { learnAddrs(a.cfg.Host, member, addrs) }
 
 // addrStrings returns the host's listen addresses as strings.
-func (a *Daemon) addrStrings() []string {
-	var out []string
-	for _, m := range a.cfg.Host.h.Addrs() {
-		out = append(out, m.String())
-	}
-	return out
-}
+func (a *Daemon) addrStrings() []string { return hostAddrs(a.cfg.Host) }
 
 // Run trains until the node has run its iterations and holds everyone's
 // last updates, or until ctx ends; then it leaves with notice (checkpoint,
@@ -452,6 +436,7 @@ func (a *Daemon) addrStrings() []string {
 func (a *Daemon) Run(ctx context.Context) (Result, error) {
 	start := time.Now()
 	defer close(a.stopped)
+	defer a.joins.Stop(a, "this member stopped")
 	defer a.psCancel()
 	if a.sub != nil {
 		lctx, cancelListen := context.WithCancel(context.WithoutCancel(ctx))
@@ -495,8 +480,8 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 				a.receive(m)
 			case data := <-a.heard:
 				a.n.Receive("", data)
-			case call := <-a.joins:
-				call.reply <- a.admit(call.req)
+			case call := <-a.joins.calls:
+				a.joins.Serve(a, call)
 			case <-tick.C:
 				a.tick()
 			default:
@@ -522,7 +507,9 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			lastProgress = now
 		}
 		flush()
+		a.joins.ServeHeld(a, now)
 		if a.n.Rejoining() != "" {
+			a.joins.DropHeld(a, "this member fell behind the frame history and is rejoining")
 			if err := a.rejoin(ctx); err != nil {
 				return a.result(start, false), err
 			}
@@ -575,8 +562,8 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			a.receive(m)
 		case data := <-a.heard:
 			a.n.Receive("", data)
-		case call := <-a.joins:
-			call.reply <- a.admit(call.req)
+		case call := <-a.joins.calls:
+			a.joins.Serve(a, call)
 		case <-tick.C:
 			a.tick()
 		case <-paceC:
@@ -878,38 +865,6 @@ func (a *Daemon) alone() time.Duration {
 	return time.Since(a.aloneFrom)
 }
 
-// admit answers a join request on the loop: refuse another mesh or
-// conflicting settings; otherwise the core admits the joiner (see
-// node.Node.Admit) and the reply carries its snapshot and admission.
-func (a *Daemon) admit(q JoinRequest) []byte {
-	if q.Mesh != a.cfg.Mesh {
-		return encodeJoinReply(nil, fmt.Sprintf("this member is in mesh %q, not %q", a.cfg.Mesh, q.Mesh))
-	}
-	if err := q.Settings.Conflict(a.cfg.Settings, q.Explicit); err != nil {
-		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
-		return encodeJoinReply(nil, err.Error())
-	}
-	snap, adm, err := a.n.Admit(q.Member, q.Sig)
-	if err != nil {
-		a.log.Warn("joiner refused", "member", shortMember(q.Member), "err", err)
-		return encodeJoinReply(nil, err.Error())
-	}
-	a.learnAddrs(q.Member, q.Addrs)
-	a.handleReady()
-	reply := &JoinReply{Settings: a.cfg.Settings, Snapshot: &snap, Admission: adm}
-	reply.Members = append(reply.Members, PeerRecord{Member: a.self, Addrs: a.addrStrings()})
-	for _, m := range a.n.Live() {
-		if m == a.self || m == q.Member {
-			continue
-		}
-		if p, err := PeerOf(m); err == nil {
-			reply.Members = append(reply.Members, PeerRecord{Member: m, Addrs: addrsOf(a.cfg.Host, p)})
-		}
-	}
-	slices.SortFunc(reply.Members, func(x, y PeerRecord) int { return strings.Compare(x.Member, y.Member) })
-	return encodeJoinReply(reply, "")
-}
-
 func addrsOf(h *Host, p peer.ID) []string {
 	var out []string
 	for _, m := range h.h.Peerstore().Addrs(p) {
@@ -979,6 +934,7 @@ func (a *Daemon) rejoin(ctx context.Context) error {
 // to every live member, resent until each acknowledges it or LeaveTimeout
 // passes, then the last sends within what remains of it.
 func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Result, error) {
+	a.joins.Stop(a, "this member is leaving")
 	a.evaluate()
 	a.checkpoint()
 	a.n.StartLeave()

@@ -15,7 +15,9 @@
 //
 // Daemon drives a core in a live mesh (the run command): a joiner asks any
 // member on /sketchmesh/join/1 for the mesh's settings, its members and a
-// snapshot to start from (join.go); members announce themselves, admit
+// snapshot to start from (join.go), which it checks against a second
+// member's rows before it starts (joincheck.go; JoinService answers both
+// for the daemon and for Run); members announce themselves, admit
 // joiners and leave over a GossipSub topic per mesh (member.go), and the
 // daemon declares a silent member dead after a timeout that follows the
 // mesh's round time. Reaching members behind NATs (QUIC, relays, hole

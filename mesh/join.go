@@ -2,9 +2,12 @@ package mesh
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -17,7 +20,10 @@ import (
 )
 
 // JoinProtocol is the libp2p protocol a joiner asks a member on: one
-// request, one reply, on one stream.
+// request per stream. A join request is answered with a plan (the clock of
+// the rows the joiner will get, and the members who can confirm them), then
+// a welcome or a refusal; a rows request with one rows digest or a refusal
+// (see joincheck.go).
 const JoinProtocol = protocol.ID("/sketchmesh/join/1")
 
 // Limits of the join exchange.
@@ -25,8 +31,9 @@ const (
 	maxJoinRequestBytes = 64 << 10
 	// MaxJoinReplyBytes bounds a reply, which carries the whole view.
 	MaxJoinReplyBytes = 1 << 30
-	// joinVersion 2 added the joiner's admission to the reply.
-	joinVersion = 2
+	// joinVersion 2 added the joiner's admission to the reply; 3 the plan
+	// before the welcome and the rows request (verified snapshots).
+	joinVersion = 3
 )
 
 // ErrRefused is wrapped by the error a joiner gets when the member it asked
@@ -64,6 +71,11 @@ type JoinReply struct {
 	Members   []PeerRecord
 	Snapshot  *node.Snapshot
 	Admission node.Admission
+	// Witness is the member (or, for a --join address, the peer) whose
+	// digest of its own rows confirmed the snapshot's; empty when the rows
+	// are at clock 0 (checked without one) or when neither the donor nor
+	// the caller named another member to ask (a mesh of one). Not sent.
+	Witness string
 }
 
 func encodeJoinRequest(q JoinRequest) []byte {
@@ -146,12 +158,7 @@ func encodeJoinReply(p *JoinReply, reason string) []byte {
 	w.Uint(joinVersion)
 	w.String("welcome")
 	p.Settings.WriteTo(w)
-	w.Array(len(p.Members))
-	for _, m := range p.Members {
-		w.Array(2)
-		w.String(m.Member)
-		w.Strings(m.Addrs)
-	}
+	writeMembers(w, p.Members)
 	p.Snapshot.WriteTo(w)
 	w.Array(5)
 	w.String(p.Admission.Member)
@@ -169,17 +176,7 @@ func decodeJoinReply(data []byte) (*JoinReply, error) {
 		return nil, err
 	}
 	if n == 3 {
-		if err := readHeader(r, "refused"); err != nil {
-			return nil, err
-		}
-		reason, err := r.String("reason", 4096)
-		if err != nil {
-			return nil, err
-		}
-		if err := r.End(); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
+		return nil, readRefusal(r)
 	}
 	if n != 6 {
 		return nil, fmt.Errorf("%w: join reply has %d fields, want 3 or 6", wire.ErrMalformed, n)
@@ -191,30 +188,18 @@ func decodeJoinReply(data []byte) (*JoinReply, error) {
 	if p.Settings, err = node.ReadSettings(r); err != nil {
 		return nil, err
 	}
-	k, err := r.Array("members", 3)
-	if err != nil {
+	if p.Members, err = readMembers(r); err != nil {
 		return nil, err
-	}
-	if k > node.MaxMembers {
-		return nil, fmt.Errorf("%w: %d members, limit %d", wire.ErrMalformed, k, node.MaxMembers)
-	}
-	p.Members = make([]PeerRecord, k)
-	for i := range p.Members {
-		if err := r.Fields("member", 2); err != nil {
-			return nil, err
-		}
-		if p.Members[i].Member, err = r.String("member", maxMemberBytes); err != nil {
-			return nil, err
-		}
-		if err := checkMember(p.Members[i].Member); err != nil {
-			return nil, fmt.Errorf("%w: %w", wire.ErrMalformed, err)
-		}
-		if p.Members[i].Addrs, err = r.Strings("addrs", maxAddrs, maxAddrBytes); err != nil {
-			return nil, err
-		}
 	}
 	if p.Snapshot, err = node.ReadSnapshot(r); err != nil {
 		return nil, err
+	}
+	// A member the joiner would wait for must be one it can declare dead:
+	// a peer, its id in canonical form.
+	for _, m := range p.Snapshot.Members {
+		if err := checkMember(m.ID); err != nil {
+			return nil, fmt.Errorf("%w: snapshot member: %w", wire.ErrMalformed, err)
+		}
 	}
 	if err := r.Fields("admission", 5); err != nil {
 		return nil, err
@@ -251,9 +236,22 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 }
 
 // Join asks the member at addr (a full multiaddr with /p2p/) to admit the
-// node described by q, and returns what the mesh sends back. sign, when
-// set, signs the request for the member's peer (q.Sig).
+// node described by q, checks the snapshot it sends against a second
+// member's rows (JoinChecked), and returns what the mesh sends back. sign,
+// when set, signs the request for the member's peer (q.Sig).
 func Join(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest, sign func(msg []byte) ([]byte, error)) (*JoinReply, error) {
+	return JoinChecked(ctx, h, addr, q, sign, nil)
+}
+
+// JoinChecked is Join that also asks the peers at witnesses (full
+// multiaddrs, such as the other --join addresses) to confirm the rows,
+// before the members the donor names: a donor cannot choose those. The
+// snapshot is refused (an error wrapping node.ErrSnapshotMismatch) when a
+// second member's rows at the snapshot's clock differ, and when nobody
+// that was asked confirmed them (node.ErrUnverified); rows at clock 0 are
+// checked without anyone, and a donor that names nobody else, asked
+// with no witnesses given, is a mesh of one and is trusted (Witness empty).
+func JoinChecked(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest, sign func(msg []byte) ([]byte, error), witnesses []ma.Multiaddr) (*JoinReply, error) {
 	info, err := peer.AddrInfoFromP2pAddr(addr)
 	if err != nil {
 		return nil, fmt.Errorf("join address %s: %w (it must end in /p2p/<peer id>)", addr, err)
@@ -278,60 +276,129 @@ func Join(ctx context.Context, h *Host, addr ma.Multiaddr, q JoinRequest, sign f
 		return nil, fmt.Errorf("send join request to %s: %w", info.ID, err)
 	}
 	_ = s.CloseWrite()
-	data, err := readLimited(s, MaxJoinReplyBytes)
+	data, err := readLimited(s, maxPlanBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read join plan from %s: %w", info.ID, err)
+	}
+	plan, err := decodeJoinPlan(data)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", info.ID, err)
+	}
+	// The second members are asked now, while the donor waits for its
+	// rows to reach the plan's clock, so that they are not past it.
+	cands := witnessCandidates(h, info.ID, plan.Members, witnesses)
+	var answers <-chan rowsAnswer
+	// The donor must not know the seed of the projections it is checked
+	// by.
+	var seedBytes [8]byte
+	_, _ = crand.Read(seedBytes[:])
+	seed := binary.LittleEndian.Uint64(seedBytes[:])
+	if plan.Clock > 0 && len(cands) > 0 {
+		answers = askRows(ctx, h, RowsRequest{Mesh: q.Mesh, Clock: plan.Clock, Seed: seed}, cands)
+	}
+	data, err = readLimited(s, MaxJoinReplyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read join reply from %s: %w", info.ID, err)
 	}
 	reply, err := decodeJoinReply(data)
+	if errors.Is(err, ErrRefused) {
+		// It gave up after its plan (its rows did not reach the clock in
+		// time, it is leaving): another member may admit the node.
+		return nil, fmt.Errorf("member %s planned rows at clock %d and sent none: %s", info.ID, plan.Clock, strings.TrimPrefix(err.Error(), ErrRefused.Error()+": "))
+	}
 	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", info.ID, err)
+	}
+	if reply.Snapshot.Clock != plan.Clock {
+		return nil, fmt.Errorf("member %s: %w: it planned rows at clock %d and sent rows at %d", info.ID, node.ErrSnapshotMismatch, plan.Clock, reply.Snapshot.Clock)
+	}
+	var asked error
+	if answers != nil {
+		// Any second member that confirms the rows will do: after a
+		// member died with an update in flight, some members may hold
+		// that update in their rows at the clock and others not yet.
+		var w node.RowsWitness
+		if w, err, asked = confirmRows(ctx, answers, len(cands), reply.Snapshot, seed); err == nil {
+			reply.Witness = w.Member
+			return reply, nil
+		}
+		if asked == nil {
+			retire(h, reply, sign)
+			return nil, fmt.Errorf("member %s: %w", info.ID, err)
+		}
+	}
+	err = node.VerifySnapshot(reply.Snapshot, seed, nil)
+	switch {
+	case err == nil:
+	case errors.Is(err, node.ErrUnverified) && len(cands) == 0:
+		// A mesh of one member: nobody else holds its rows.
+	case asked != nil:
+		retire(h, reply, sign)
+		return nil, fmt.Errorf("member %s: %w: %w", info.ID, err, asked)
+	default:
+		retire(h, reply, sign)
 		return nil, fmt.Errorf("member %s: %w", info.ID, err)
 	}
 	return reply, nil
 }
 
-// joinCall is a join request handed to the daemon's loop, which owns the
-// node; the handler waits for the answer.
+// joinCall is a request on the join protocol handed to the daemon's loop,
+// which owns the node; the handler writes each message the loop puts on
+// out, until the loop closes it.
 type joinCall struct {
-	req   JoinRequest
-	reply chan []byte
+	req  JoinRequest
+	rows *RowsRequest
+	out  chan []byte
 }
 
-// serveJoin handles one join stream: read, hand to the loop, answer.
-func (a *Daemon) serveJoin(s network.Stream) {
+// serveStream handles one stream of the join protocol: read, hand to the
+// loop, write what it answers.
+func (js *JoinService) serveStream(s network.Stream) {
 	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(a.cfg.JoinTimeout))
+	_ = s.SetDeadline(time.Now().Add(js.timeout))
 	data, err := readLimited(s, maxJoinRequestBytes)
 	if err != nil {
-		if ok, n := a.joinWarn.allow(time.Now()); ok {
-			a.log.Warn("join request unreadable", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
+		if ok, n := js.warn.allow(time.Now()); ok {
+			js.log.Warn("join request unreadable", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
 		}
 		_ = s.Reset()
 		return
 	}
-	req, err := decodeJoinRequest(data)
-	if err == nil {
-		if p, _ := PeerOf(req.Member); p != s.Conn().RemotePeer() {
-			err = fmt.Errorf("member %s does not run on the requesting peer %s", req.Member, s.Conn().RemotePeer())
+	call := joinCall{out: make(chan []byte, 2)}
+	if requestKind(data) == "rows" {
+		var q RowsRequest
+		if q, err = decodeRowsRequest(data); err == nil {
+			call.rows = &q
+		}
+	} else if call.req, err = decodeJoinRequest(data); err == nil {
+		if p, _ := PeerOf(call.req.Member); p != s.Conn().RemotePeer() {
+			err = fmt.Errorf("member %s does not run on the requesting peer %s", call.req.Member, s.Conn().RemotePeer())
 		}
 	}
 	if err != nil {
-		if ok, n := a.joinWarn.allow(time.Now()); ok {
-			a.log.Warn("join request refused", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
+		if ok, n := js.warn.allow(time.Now()); ok {
+			js.log.Warn("join request refused", "from", s.Conn().RemotePeer(), "err", err, "unreported_since_last", n)
 		}
 		_ = writeMessage(s, encodeJoinReply(nil, "bad join request: "+err.Error()))
 		return
 	}
-	call := joinCall{req: req, reply: make(chan []byte, 1)}
 	select {
-	case a.joins <- call:
-	case <-a.stopped:
+	case js.calls <- call:
+	case <-js.stopped:
 		return
 	}
-	select {
-	case out := <-call.reply:
-		if err := writeMessage(s, out); err != nil {
-			a.log.Warn("join reply not sent", "to", req.Member, "err", err)
+	for {
+		select {
+		case out, ok := <-call.out:
+			if !ok {
+				return
+			}
+			if err := writeMessage(s, out); err != nil {
+				js.log.Warn("join answer not sent", "to", s.Conn().RemotePeer(), "err", err)
+				return
+			}
+		case <-js.stopped:
+			return
 		}
-	case <-a.stopped:
 	}
 }

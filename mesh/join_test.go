@@ -193,7 +193,7 @@ func TestJoinRequestWrongFields(t *testing.T) {
 		{Name: "seven fields", Want: "join request has 7 fields, want 8", Data: wiretest.Replaced(ps, 0, []byte{0x97})},
 		{Name: "nine fields", Want: "join request has 9 fields, want 8", Data: append(wiretest.Replaced(ps, 0, []byte{0x99}), 0x90)},
 		{Name: "long signature", Want: "signature claims 1025 bytes", Data: set(ps, "signature", func(w *wire.Writer) { w.Bin(make([]byte, 1025)) })},
-		{Name: "version 1", Want: "version 1, want 2", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(1) })},
+		{Name: "version 1", Want: "version 1, want 3", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(1) })},
 		{Name: "negative version", Want: "version is negative", Data: set(ps, "version", func(w *wire.Writer) { w.Int(-1) })},
 		{Name: "kind welcome", Want: `kind "welcome", want "join"`, Data: set(ps, "kind", func(w *wire.Writer) { w.String("welcome") })},
 		{Name: "long kind", Want: "kind claims 17 bytes", Data: set(ps, "kind", func(w *wire.Writer) { w.String(strings.Repeat("j", 17)) })},
@@ -236,7 +236,7 @@ func TestJoinReplyWrongFields(t *testing.T) {
 	ms := append(wiretest.WrongParts(ps), []wiretest.Mutant{
 		{Name: "five fields", Want: "join reply has 5 fields, want 3 or 6", Data: wiretest.Replaced(ps, 0, []byte{0x95})},
 		{Name: "seven fields", Want: "join reply has 7 fields, want 3 or 6", Data: append(wiretest.Replaced(ps, 0, []byte{0x97}), 0x00)},
-		{Name: "version 0", Want: "version 0, want 2", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(0) })},
+		{Name: "version 0", Want: "version 0, want 3", Data: set(ps, "version", func(w *wire.Writer) { w.Uint(0) })},
 		{Name: "admission at another clock", Want: "admission at entry 8, the snapshot is at 9", Data: set(ps, "admission entry", func(w *wire.Writer) { w.Uint(8) })},
 		{Name: "long admission signature", Want: "admission signature claims 1025 bytes", Data: set(ps, "admission signature", func(w *wire.Writer) { w.Bin(make([]byte, 1025)) })},
 		{Name: "kind refused in a welcome", Want: `kind "refused", want "welcome"`, Data: set(ps, "kind", func(w *wire.Writer) { w.String("refused") })},
@@ -280,7 +280,7 @@ func TestJoinReplyWrongFields(t *testing.T) {
 		t.Fatal("the refusal's parts do not add up to its encoding")
 	}
 	ms = append(wiretest.WrongParts(rs), []wiretest.Mutant{
-		{Name: "version 1", Want: "version 1, want 2", Data: set(rs, "version", func(w *wire.Writer) { w.Uint(1) })},
+		{Name: "version 1", Want: "version 1, want 3", Data: set(rs, "version", func(w *wire.Writer) { w.Uint(1) })},
 		{Name: "kind welcome in a refusal", Want: `kind "welcome", want "refused"`, Data: set(rs, "kind", func(w *wire.Writer) { w.String("welcome") })},
 		{Name: "long reason", Want: "reason claims 4097 bytes", Data: set(rs, "reason", func(w *wire.Writer) { w.String(strings.Repeat("r", 4097)) })},
 		{Name: "trailing byte", Want: "1 trailing bytes", Data: append(encodeJoinReply(nil, "no"), 0x00)},

@@ -61,8 +61,9 @@
 //
 // # Membership
 //
-// Members join from a snapshot of another member's rows, leave with notice
-// or are declared down by the driver; see membership.go. Updates are scaled
+// Members join from a snapshot of another member's rows, checked against a
+// second member's digest of its own rows at the same clock (verify.go),
+// leave with notice or are declared down by the driver; see membership.go. Updates are scaled
 // by the members whose updates for a clock will be in the row (see
 // scale.go): members that are only cut off keep their share.
 package node

@@ -707,24 +707,8 @@ var ErrAdmit = errors.New("cannot admit")
 // incarnation, one entry: a retried join comes as a new incarnation), as is
 // an incarnation below one already known.
 func (n *Node) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error) {
-	if err := CheckMemberID(joiner); err != nil {
-		return Snapshot{}, Admission{}, fmt.Errorf("%w: %w", ErrAdmit, err)
-	}
-	if !n.verifyJoin(joiner, n.cfg.ID, joinSig) {
-		return Snapshot{}, Admission{}, fmt.Errorf("%w: the join request of %s is not signed by its key", ErrAdmit, joiner)
-	}
-	if joiner == n.cfg.ID || n.isMember(joiner) {
-		return Snapshot{}, Admission{}, fmt.Errorf("%w: %s is a member already (entry %d); join again as a new incarnation", ErrAdmit, joiner, n.entryOf[joiner])
-	}
-	if n.proto.leaving {
-		return Snapshot{}, Admission{}, fmt.Errorf("%w: this member is leaving", ErrAdmit)
-	}
-	if n.proto.rejoin != "" {
-		return Snapshot{}, Admission{}, fmt.Errorf("%w: this member fell behind the frame history and is rejoining", ErrAdmit)
-	}
-	name, inc := SplitMember(joiner)
-	if cur, ok := n.proto.peers[name]; ok && inc <= cur {
-		return Snapshot{}, Admission{}, fmt.Errorf("%w: incarnation %d of %s is not above the %d already admitted", ErrAdmit, inc, name, cur)
+	if err := n.CheckAdmit(joiner, joinSig); err != nil {
+		return Snapshot{}, Admission{}, err
 	}
 	// Older incarnations go first, so the joiner does not wait for them.
 	n.supersede(joiner)
@@ -738,6 +722,32 @@ func (n *Node) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error)
 	n.proto.bcast = append(n.proto.bcast, EncodeAnnouncement(a))
 	n.rebuildIfChanged()
 	return snap, Admission{Member: joiner, Entry: snap.Clock, Signer: n.cfg.ID, Sig: a.Sig, JoinSig: joinSig}, nil
+}
+
+// CheckAdmit reports whether Admit would admit joiner now, without
+// admitting it: a driver that takes the joiner's rows later (HoldRows)
+// refuses at once what it will refuse then.
+func (n *Node) CheckAdmit(joiner string, joinSig []byte) error {
+	if err := CheckMemberID(joiner); err != nil {
+		return fmt.Errorf("%w: %w", ErrAdmit, err)
+	}
+	if !n.verifyJoin(joiner, n.cfg.ID, joinSig) {
+		return fmt.Errorf("%w: the join request of %s is not signed by its key", ErrAdmit, joiner)
+	}
+	if joiner == n.cfg.ID || n.isMember(joiner) {
+		return fmt.Errorf("%w: %s is a member already (entry %d); join again as a new incarnation", ErrAdmit, joiner, n.entryOf[joiner])
+	}
+	if n.proto.leaving {
+		return fmt.Errorf("%w: this member is leaving", ErrAdmit)
+	}
+	if n.proto.rejoin != "" {
+		return fmt.Errorf("%w: this member fell behind the frame history and is rejoining", ErrAdmit)
+	}
+	name, inc := SplitMember(joiner)
+	if cur, ok := n.proto.peers[name]; ok && inc <= cur {
+		return fmt.Errorf("%w: incarnation %d of %s is not above the %d already admitted", ErrAdmit, inc, name, cur)
+	}
+	return nil
 }
 
 // StartLeave makes this node leave after its current clock: it trains no

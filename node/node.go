@@ -261,6 +261,8 @@ type Node struct {
 	committed []float64
 	// committedClock is the last row applied to committed.
 	committedClock uint64
+	// rowHolds are clocks the rows stop at for joiners (HoldRows).
+	rowHolds []uint64
 	// pending holds applied-but-uncommitted updates by clock, sorted by origin.
 	pending map[uint64][]pendingUpdate
 	// work is the view with the pending updates overlaid: equal to
@@ -890,7 +892,7 @@ func (n *Node) route(u Update) {
 func (n *Node) commit() {
 	for {
 		next := n.committedClock + 1
-		if !n.allAtLeast(next) {
+		if n.heldAt() || !n.allAtLeast(next) {
 			return
 		}
 		for _, p := range n.pending[next] {

@@ -147,6 +147,7 @@ func Baseline(cfg Config) Config {
 		base.Attack = quietMember
 	}
 	base.Progress = nil
+	base.JoinAt = cfg.joinAt()
 	hardenForAttack(&base)
 	return base
 }
@@ -238,6 +239,17 @@ func (c *Config) allIDs() ([]peer.ID, error) {
 		id, err := peer.IDFromPrivateKey(key)
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
+		ids = append(ids, id)
+	}
+	if c.joinAt() > 0 {
+		key, err := c.joinerKey()
+		if err != nil {
+			return nil, err
+		}
+		id, err := peer.IDFromPrivateKey(key)
+		if err != nil {
+			return nil, err
 		}
 		ids = append(ids, id)
 	}
@@ -339,6 +351,11 @@ type attacker struct {
 	made         map[int]madeUp
 	hellos       map[string][][]byte
 	reincarnated atomic.Bool
+	// donor-lie: the model's size and the mesh's settings; the joiner's
+	// peer id, when the run has one.
+	params   int
+	settings node.Settings
+	joiner   string
 
 	stopped chan struct{}
 	wg      sync.WaitGroup
@@ -368,6 +385,27 @@ func startAttacker(ctx context.Context, cfg Config, victims []*member) (*attacke
 		seen: map[string]map[uint64]node.Update{}, keepalive: map[string]node.Update{},
 		meshName: cfg.meshName(), made: map[int]madeUp{}, hellos: map[string][][]byte{},
 		stopped: make(chan struct{}),
+	}
+	if cfg.joinAt() > 0 {
+		key, err := cfg.joinerKey()
+		if err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+		p, err := peer.IDFromPrivateKey(key)
+		if err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+		a.joiner = p.String()
+	}
+	if a.kind == donorLie {
+		mdl, err := NewModel(cfg.Model, cfg.L2, cfg.Train)
+		if err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+		a.params, a.settings = mdl.NumParams(), cfg.settings(mdl)
 	}
 	if a.member {
 		if a.auth, err = mesh.NewKeyAuthenticator(cfg.meshName(), a.id, key); err != nil {
@@ -423,6 +461,9 @@ func (a *attacker) start(ctx context.Context) {
 	default:
 		run(a.memberLoop)
 		run(a.heartbeat)
+		if a.kind == donorLie {
+			a.serveLies(ctx)
+		}
 		if a.kind == "flood" {
 			for _, v := range a.victims {
 				run(func(ctx context.Context) { a.flood(ctx, v) })
@@ -850,8 +891,8 @@ var hostileHeaders = [][]byte{
 }
 
 // report gathers what the attack did from the attacker's counters and the
-// honest nodes'.
-func (a *attacker) report(members []*member, iterations int) *AttackReport {
+// honest nodes'; joined is how many updates a joiner owed every node.
+func (a *attacker) report(members []*member, iterations int, joined uint64) *AttackReport {
 	if a == nil || a.kind == quietMember {
 		return nil
 	}
@@ -862,7 +903,7 @@ func (a *attacker) report(members []*member, iterations int) *AttackReport {
 	for k, v := range a.local {
 		r.Rejected[k] += v
 	}
-	honest := uint64(len(members) * iterations)
+	honest := uint64(len(members)*iterations) + joined
 	for _, m := range members {
 		st := m.core.Stats()
 		for k, v := range st.Rejected {

@@ -32,9 +32,11 @@ import (
 //	leave-forge        leave notices in other members' names
 //	sync-amplify       sync requests for every origin's updates from clock
 //	                   0 up to the largest clock, eight per clock
+//	donor-lie          a joiner's snapshot with rows that are not the
+//	                   mesh's and altered pending frames (attack_donor.go)
 
 // membershipKinds lists the kinds above.
-var membershipKinds = []string{"admit-forge", "hello-forge", "stale-incarnation", "leave-forge", "sync-amplify"}
+var membershipKinds = []string{"admit-forge", "hello-forge", "stale-incarnation", "leave-forge", "sync-amplify", donorLie}
 
 // announce signs a as signer (with auth) and sends it to victim.
 func (a *attacker) announce(to string, an node.Announcement, signer string, auth *mesh.KeyAuthenticator) {
@@ -200,6 +202,14 @@ func (a *attacker) rememberHello(from string, data []byte) {
 // the made-up joiners a member may admit: what a forgery would have added.
 func (a *attacker) membersOutsideRules(members []*member) (outside, madeUpAdmitted uint64) {
 	allowed := map[string]bool{a.id: true, a.id + "/1": true}
+	// The joiner's incarnations: each asked for its admission.
+	for _, m := range members {
+		for _, id := range m.core.Members() {
+			if p, err := mesh.PeerOf(id); err == nil && a.joiner != "" && p.String() == a.joiner {
+				allowed[id] = true
+			}
+		}
+	}
 	for _, m := range members {
 		allowed[m.host.ID()] = true
 	}

@@ -72,6 +72,10 @@ func TestHostilePeers(t *testing.T) {
 		"stale-incarnation": {[]string{node.RejectStaleIncarnation}, false},
 		"leave-forge":       {[]string{node.RejectForgedAnnouncement}, true},
 		"sync-amplify":      {[]string{node.RejectSyncBudget}, false},
+		// The joiner refuses the liar's snapshot, pending frames and
+		// all; the members may refuse copies of the joiner's leave
+		// notice for the incarnation the liar admitted.
+		donorLie: {[]string{node.RejectSnapshotMismatch}, false},
 	}
 	kinds := AttackKinds
 	if raceEnabled {
@@ -91,6 +95,15 @@ func TestHostilePeers(t *testing.T) {
 				// The attacker retires itself at clock 2 (its new
 				// incarnation never speaks): the mesh is the one without it.
 				b = baselines[false]
+			}
+			if kind == donorLie {
+				// The same mesh with the same joiner, which joins
+				// through node 0 at once.
+				rep, peak, err := runSampled(ctx, Baseline(c))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = base{rep, peak}
 			}
 			rep, err := RunAttackAgainst(ctx, c, b.rep, b.peak)
 			if err != nil {
@@ -115,7 +128,10 @@ func TestHostilePeers(t *testing.T) {
 			if want[kind].exact && rejected != a.Tried {
 				t.Errorf("tried %d, rejected %d (%v): every hostile message must be refused", a.Tried, rejected, a.Rejected)
 			}
-			if rejected > a.Tried {
+			if kind == donorLie && a.Rejected[node.RejectSnapshotMismatch] != 1 {
+				t.Errorf("the joiner refused %d snapshots for their rows, want the liar's", a.Rejected[node.RejectSnapshotMismatch])
+			}
+			if rejected > a.Tried && kind != donorLie {
 				t.Errorf("rejected %d of %d tried (%v)", rejected, a.Tried, a.Rejected)
 			}
 			if a.AppliedInvalid != 0 || a.Panics != 0 || !a.WithinMemoryBound || a.Stalled || a.ForgedMembers != 0 {

@@ -101,6 +101,10 @@ type Config struct {
 	// node's state after each iteration and tick, node 0's curve, and the
 	// final state once the run is over.
 	Live *LiveView
+	// JoinAt, when above 0, makes one more node join the mesh when node 0
+	// reaches that iteration (see joiner.go); the donor-lie attack sets
+	// it to a quarter of the iterations.
+	JoinAt int
 }
 
 // Progress is one report from node 0 during a run.
@@ -291,7 +295,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	router := newSiteRouter(cfg.Topology, ids, sites)
-	if err := connect(ctx, members, router); err != nil {
+	links := router
+	if cfg.joinAt() > 0 {
+		// A joiner makes every node send to every member (below).
+		links = newRouter("full", ids)
+	}
+	if err := connect(ctx, members, links); err != nil {
 		return nil, err
 	}
 	att, err := startAttacker(ctx, cfg, members)
@@ -300,6 +309,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer att.stop()
 	memberIDs, router := att.members(ids), att.router(router)
+	jn, err := startJoiner(ctx, cfg, members)
+	if err != nil {
+		return nil, err
+	}
+	// With a joiner, every node sends to every member it knows, so the
+	// joiner is routed updates once admitted.
+	var nodeRouter node.Router = router
+	if jn != nil {
+		defer jn.host.Close()
+		nodeRouter = nil
+	}
+	newCore := func(c node.Config) (*node.Node, error) {
+		c.Model, c.Codec, c.ErrorFeedback, c.Staleness = mdl, cdc, cfg.ErrorFeedback, cfg.Staleness
+		c.Iterations, c.Seed, c.Router, c.Factors = uint64(cfg.Iterations), cfg.Seed, nodeRouter, cfg.Factors
+		c.Sync = node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()}
+		return node.New(c)
+	}
 	shuffled := cfg.Train
 	if cfg.Batches == nil {
 		shuffled = cfg.Train.Shuffled(int64(cfg.Seed))
@@ -324,24 +350,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.core, err = node.New(node.Config{
-			ID:            ids[i],
-			Members:       memberIDs,
-			Auth:          auth,
-			Robust:        robust,
-			Model:         mdl,
-			Optimizer:     opt,
-			Codec:         cdc,
-			ErrorFeedback: cfg.ErrorFeedback,
-			Staleness:     cfg.Staleness,
-			Iterations:    uint64(cfg.Iterations),
-			BatchSize:     batchSize,
-			Seed:          cfg.Seed,
-			Shard:         m.shard.Rows,
-			Batches:       m.batchSource(),
-			Router:        router,
-			Factors:       cfg.Factors,
-			Sync:          node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()},
+		m.core, err = newCore(node.Config{
+			ID:        ids[i],
+			Members:   memberIDs,
+			Auth:      auth,
+			Robust:    robust,
+			Optimizer: opt,
+			BatchSize: batchSize,
+			Shard:     m.shard.Rows,
+			Batches:   m.batchSource(),
 		})
 		if err != nil {
 			return nil, err
@@ -385,20 +402,37 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stalled := watchStall(runCtx, cancel, members, cfg.stallTimeout())
+	watched := members
+	if jn != nil {
+		watched = append(slices.Clone(members), jn.member)
+	}
+	stalled := watchStall(runCtx, cancel, watched, cfg.stallTimeout())
 	att.start(runCtx)
+	// The overlay stays fixed: the testnet's links lose nothing and its
+	// nodes never pull (Reliable), so a tree rebuilt while updates are in
+	// flight (members leave at the end) would strand them. With a joiner,
+	// every node sends to every live member, the joiner once admitted.
+	overlay := func([]string, map[string]string) node.Router { return router }
+	if jn != nil {
+		overlay = func(live []string, _ map[string]string) node.Router { return node.NewFullMesh(live) }
+	}
 	var wg sync.WaitGroup
+	if jn != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jn.runErr = jn.join(runCtx, cfg, members, att, mdl, shuffled.Shard(0, cfg.Nodes), newCore)
+			if jn.runErr != nil {
+				cancel()
+			}
+		}()
+	}
 	for i, m := range members {
 		pace := cfg.pace(i, observe)
 		driver, err := mesh.NewDaemon(runCtx, mesh.DaemonConfig{
-			Mesh: "testnet", Host: m.host, Node: m.core,
-			Settings:    node.Settings{Iterations: uint64(cfg.Iterations), Staleness: cfg.Staleness, LearningRate: cfg.LR, Codec: cfg.Codec},
-			RelayWindow: cfg.RelayWindow, DeadAfter: cfg.DeadAfter,
-			// The overlay stays fixed: the testnet's links lose nothing and
-			// its nodes never pull (Reliable), so a tree rebuilt while
-			// updates are in flight (members leave at the end) would
-			// strand them.
-			Overlay:          func([]string, map[string]string) node.Router { return router },
+			Mesh: cfg.meshName(), Host: m.host, Node: m.core, Settings: cfg.settings(mdl),
+			RelayWindow: cfg.RelayWindow, DeadAfter: cfg.DeadAfter, JoinTimeout: joinerJoinTimeout,
+			Overlay:          overlay,
 			OverlayBroadcast: true, Reliable: true, Progress: -1, Logger: nodeLogger(cfg.Logger),
 			// Sites were measured before the run (siteLabels).
 			Sites: "off",
@@ -436,6 +470,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, m.runErr
 		}
 	}
+	if jn != nil && jn.runErr != nil && !errors.Is(jn.runErr, context.Canceled) {
+		return nil, jn.runErr
+	}
 	if err := ctx.Err(); err != nil {
 		// The report so far: every node has stopped, so its state is
 		// still read safely.
@@ -470,7 +507,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := buildReport(cfg, cdc, router, members, curve, wall)
 	rep.Stalled = stalled.Load()
-	rep.Attack = att.report(members, cfg.Iterations)
+	rep.Attack = att.report(members, cfg.Iterations, jn.updates(cfg.Iterations))
+	jn.check(rep.Attack, members, cfg.Iterations)
 	if rep.Attack != nil {
 		rep.Attack.Stalled = rep.Attack.Stalled || rep.Stalled
 	}
