@@ -384,8 +384,8 @@ func confirmRows(ctx context.Context, answers <-chan rowsAnswer, n int, s *node.
 
 // JoinService answers the join protocol for one node core. Its stream
 // handler hands each request to the loop that owns the core (Calls), which
-// answers it with Serve and, on each turn, ServeHeld; Daemon and Run both
-// drive one.
+// answers it with Serve and, on each turn, ServeHeld; the Daemon drives
+// it.
 type JoinService struct {
 	host     *Host
 	meshName string
