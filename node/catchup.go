@@ -58,7 +58,9 @@ import (
 // another member only once the origin itself has sent one at or below it
 // (RejectLateRelayed). A shorter gap holds nothing an origin training at
 // the mesh's pace has dropped; and the last updates of a member that died
-// without notice still come from whoever holds them.
+// without notice still come from whoever holds them. A leaving member,
+// which trains no more and so keeps the others' frames long after their
+// origins dropped them, resends only its own (handleSync).
 
 // EventRejoin is reported when the node must rejoin through Event.Member.
 const EventRejoin EventKind = 100

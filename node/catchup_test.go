@@ -198,3 +198,43 @@ func TestLateUpdatesOfALiveMemberStartAtItsOrigin(t *testing.T) {
 		t.Fatalf("a holds c up to %d after c sent 1 and b passed on 2, want 2", got)
 	}
 }
+
+// A leaving member answers sync requests with its own updates only: it
+// trains no more and keeps the others' frames long after their origins
+// dropped them (a leaver still up after a long split would hand a rejoining
+// side's updates to some members of the keeping side).
+func TestLeaverResendsOnlyItsOwnUpdates(t *testing.T) {
+	nodes, ids := newNodes(t, 3, 2, 10, SyncConfig{})
+	b, c := nodes[1], nodes[2]
+	for _, n := range []*Node{b, c} {
+		if err := n.Train(); err != nil {
+			t.Fatal(err)
+		}
+		settle(nodes, deliver(nodes, n.ID(), n.Ready().Messages, nil))
+	}
+	ask := func() map[string]int {
+		c.Receive(ids[0], EncodeSync(SyncMessage{Upto: 1, Have: []SyncEntry{{Origin: ids[1]}, {Origin: ids[2]}}}))
+		got := map[string]int{}
+		for _, m := range c.Ready().Messages {
+			if m.To != ids[0] || IsAnnouncement(m.Data) || IsSyncMessage(m.Data) {
+				continue
+			}
+			updates, err := DecodeEnvelope(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range updates {
+				got[u.Origin]++
+			}
+		}
+		return got
+	}
+	if got := ask(); got[ids[1]] != 1 || got[ids[2]] != 1 {
+		t.Fatalf("c, a member, resent %v, want one update of each", got)
+	}
+	c.Tick() // a new round of the answers' budget
+	c.StartLeave()
+	if got := ask(); got[ids[1]] != 0 || got[ids[2]] != 1 {
+		t.Fatalf("c, leaving, resent %v, want its own update only", got)
+	}
+}
