@@ -181,6 +181,11 @@ const (
 	// in order (see commit), so they are asked for again once the gap
 	// below them closes.
 	RejectLateGap = "late_gap"
+	// RejectLateRelayed counts updates of a live member for rows already
+	// committed that another member passed on before the origin itself
+	// showed it still keeps them (see catchup.go): they may be updates its
+	// origin already answers "gone" for.
+	RejectLateRelayed = "late_relayed"
 	// RejectBadSignature and RejectNaN are defined with the checks that
 	// count them (sign.go, robust.go).
 )
@@ -192,7 +197,7 @@ func RejectReasons() []string {
 		RejectBadFrame, RejectBadShape, RejectBadFactors, RejectNorm, RejectAfterLeave, RejectBadSignature,
 		RejectNaN, RejectBadSync, RejectSyncBudget, RejectMarkedRefused,
 		RejectBadAnnouncement, RejectForgedAnnouncement, RejectStaleIncarnation, RejectStaleHello,
-		RejectNotAdmitted, RejectReadmit, RejectAdmitLimit, RejectSignFailed, RejectBadGone}
+		RejectNotAdmitted, RejectReadmit, RejectAdmitLimit, RejectSignFailed, RejectBadGone, RejectLateGap, RejectLateRelayed}
 }
 
 // Stats are a node's counters. All byte counts are envelope bytes as handed
@@ -328,6 +333,9 @@ type Node struct {
 	// side that it cannot resend.
 	goneSince uint64
 	behind    map[string]bool
+	// lateShown holds, per live origin whose updates for committed rows
+	// this node is taking, the first of them the origin sent itself.
+	lateShown map[string]uint64
 	// replied holds, per requester, the bytes of the answers queued for it
 	// since the last Tick; MaxReplyBytes means its budget is spent.
 	replied map[string]int
@@ -671,7 +679,7 @@ func (n *Node) receive(from string, data []byte) {
 		return
 	}
 	for _, u := range updates {
-		if reason := n.accept(u); reason != "" {
+		if reason := n.acceptFrom(from, u); reason != "" {
 			n.reject(reason)
 			continue
 		}

@@ -567,6 +567,11 @@ func (n *Node) handleSync(from string, data []byte) {
 		if e.Origin == n.cfg.ID && n.answerGone(from, e.Clock) {
 			continue
 		}
+		if n.proto.leaving && e.Origin != n.cfg.ID {
+			// It trains no more, so it keeps others' frames long after
+			// their origins dropped them (see catchup.go).
+			continue
+		}
 		limit := n.syncLimit(e, req.Upto)
 		log := n.logs[i]
 		if e.Origin != n.cfg.ID {

@@ -417,6 +417,9 @@ type sim struct {
 	// since replaced by a rejoin.
 	divergences     []Divergence
 	retiredCompared uint64
+	// retired holds the incarnations replaced by a rejoin, whose updates
+	// the live nodes must still hold alike.
+	retired []incarnationSpan
 
 	msgs, bytes, syncMsgs, syncBytes, dups uint64
 	// memberMsgs and memberBytes count the membership protocol's
@@ -1064,6 +1067,7 @@ func (s *sim) rejoin(n *simNode) bool {
 	s.endStall(n)
 	n.incarnation++
 	s.retiredCompared += n.core.SyncStats().DigestsCompared
+	s.retired = append(s.retired, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
 	n.core, n.id = core, id
 	s.index[id] = int32(n.idx)
 	n.computing, n.done, n.flushArmed, n.declaredDead = false, false, false, nil
@@ -1355,9 +1359,18 @@ func (s *sim) meanMetrics() (loss, acc float64) {
 	return loss / float64(k), acc / float64(k)
 }
 
-// undelivered counts the updates some live node holds and another lacks.
-// Origins' clocks bound the updates that exist; below the smallest entry
-// any live node has for an origin, every live node holds them all.
+// incarnationSpan names an incarnation's updates: those above entry up to
+// clock.
+type incarnationSpan struct {
+	id           string
+	entry, clock uint64
+}
+
+// undelivered counts the updates some live node holds and another lacks,
+// of every incarnation, those a rejoin replaced included. An origin's
+// updates are those above the clock it started at up to its clock; below
+// the smallest entry any live node has for an origin, every live node
+// holds them all.
 func (s *sim) undelivered() uint64 {
 	var live []*simNode
 	for _, n := range s.nodes {
@@ -1365,13 +1378,18 @@ func (s *sim) undelivered() uint64 {
 			live = append(live, n)
 		}
 	}
+	origins := slices.Clone(s.retired)
+	for _, n := range s.nodes {
+		origins = append(origins, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
+	}
 	var count uint64
-	for _, origin := range s.nodes {
-		lo := uint64(math.MaxUint64)
+	for _, origin := range origins {
+		held := uint64(math.MaxUint64)
 		for _, n := range live {
-			lo = min(lo, n.core.VectorClock().Get(origin.id))
+			held = min(held, n.core.VectorClock().Get(origin.id))
 		}
-		for c := lo + 1; c <= origin.core.Clock(); c++ {
+		lo := max(origin.entry, held)
+		for c := lo + 1; c <= origin.clock; c++ {
 			holders := 0
 			for _, n := range live {
 				if n.core.VectorClock().Has(origin.id, c) {
