@@ -1,17 +1,21 @@
 package node
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/wire"
+	"github.com/sketchmesh/sketchmesh/wire/wiretest"
 )
 
 // traceHash runs a four-node cluster under a seeded delivery order with a
@@ -205,4 +209,104 @@ func soloConfig(t *testing.T, train *dataset.Dataset) Config {
 		t.Fatal(err)
 	}
 	return Config{ID: "a", Members: []string{"a"}, Model: mdl, Optimizer: opt, Codec: c, Iterations: 5, BatchSize: 4, Shard: train.Rows[:40]}
+}
+
+func localSettings() Settings {
+	s := testSettings()
+	s.Codec, s.Factors, s.LocalSteps, s.Outer, s.OuterRate = "sketchml", FactorsOff, 16, OuterNesterov, 0.7
+	return s
+}
+
+// Local-step settings travel in three more fields, the hash bits then
+// written as 0; the defaults keep the eleven fields of before.
+func TestLocalSettingsRoundTrip(t *testing.T) {
+	s := localSettings()
+	data := encodeSettings(s)
+	if data[0] != 0x9f {
+		t.Fatalf("settings with local steps start %#x, want an array of 15 (0x9f)", data[0])
+	}
+	got, err := readSettings(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LocalSteps != 16 || got.Outer != OuterNesterov || got.OuterRate != 0.7 || got.HashBits != 0 || got.Iterations != 500 {
+		t.Fatalf("read %+v", got)
+	}
+	hashed := s
+	hashed.HashBits, hashed.MaxFeature = 18, 1<<18
+	if got, err := readSettings(encodeSettings(hashed)); err != nil || got.HashBits != 18 || got.LocalSteps != 16 {
+		t.Fatalf("hashed local settings read as %+v, %v", got, err)
+	}
+	// The defaults, spelled out, are the zero values on the wire.
+	spelled := testSettings()
+	spelled.LocalSteps, spelled.Outer, spelled.OuterRate = 1, OuterSGD, 1
+	if !bytes.Equal(encodeSettings(spelled), encodeSettings(testSettings())) {
+		t.Fatal("explicit defaults encode differently from the zero values")
+	}
+	for _, name := range []string{SettingLocalSteps, SettingOuter, SettingOuterRate} {
+		if spelled.Value(name) != testSettings().Value(name) {
+			t.Errorf("%s: %q and %q", name, spelled.Value(name), testSettings().Value(name))
+		}
+	}
+	if _, _, _, err := s.Build(); err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	s.Factors = FactorsAuto
+	if _, _, _, err := s.Build(); !errors.Is(err, ErrFactorConfig) {
+		t.Fatalf("factors with 16 local steps build: %v", err)
+	}
+}
+
+// A joiner given local steps the mesh does not train with is refused by
+// name.
+func TestLocalSettingsConflict(t *testing.T) {
+	mesh, joiner := localSettings(), localSettings()
+	joiner.LocalSteps = 8
+	err := joiner.Conflict(mesh, []string{SettingLocalSteps})
+	if err == nil || err.Error() != "setting local-steps differs: this node was given 8, the mesh trains with 16" {
+		t.Fatalf("conflict: %v", err)
+	}
+	if err := joiner.Conflict(mesh, []string{SettingOuter}); err != nil {
+		t.Fatalf("outer agrees, got %v", err)
+	}
+}
+
+func TestLocalSettingsRefused(t *testing.T) {
+	good := localSettingsParts(localSettings())
+	for name, tc := range map[string]struct {
+		part int
+		data func(w *wire.Writer)
+		want string
+	}{
+		"zero steps":    {13, func(w *wire.Writer) { w.Uint(0) }, "local steps 0"},
+		"too many":      {13, func(w *wire.Writer) { w.Uint(MaxLocalSteps + 1) }, "local steps 4097"},
+		"unknown outer": {14, func(w *wire.Writer) { w.String("adam") }, `outer step "adam"`},
+		"zero rate":     {15, func(w *wire.Writer) { w.Float(0) }, "outer rate 0"},
+		"negative rate": {15, func(w *wire.Writer) { w.Float(-1) }, "outer rate -1"},
+	} {
+		ps := slices.Clone(good)
+		ps[tc.part] = partOf(ps[tc.part].Name, tc.data)
+		_, err := readSettings(wiretest.Join(ps))
+		if !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want malformed %q", name, err, tc.want)
+		}
+	}
+	// Bad settings a founder gives itself are refused when it builds them.
+	for _, bad := range []Settings{{LocalSteps: -1}, {OuterRate: -0.5}, {Outer: "adam"}} {
+		s := localSettings()
+		s.LocalSteps, s.Outer, s.OuterRate = bad.LocalSteps, bad.Outer, bad.OuterRate
+		if _, _, _, err := s.Build(); !errors.Is(err, ErrLocalSteps) {
+			t.Errorf("%+v builds: %v", bad, err)
+		}
+	}
+}
+
+func localSettingsParts(s Settings) []wiretest.Part {
+	ps := settingsParts(s)
+	ps[0] = partOf("settings", func(w *wire.Writer) { w.Array(15) })
+	return append(ps,
+		partOf("hash bits", func(w *wire.Writer) { w.Uint(uint64(s.HashBits)) }),
+		partOf("local steps", func(w *wire.Writer) { w.Uint(uint64(s.LocalSteps)) }),
+		partOf("outer step", func(w *wire.Writer) { w.String(string(s.Outer)) }),
+		partOf("outer rate", func(w *wire.Writer) { w.Float(s.OuterRate) }))
 }
