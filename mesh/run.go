@@ -151,7 +151,7 @@ func Run(ctx context.Context, n *node.Node, t Transport, opts Options) (RunStats
 			st.Wall = time.Since(start)
 			return st, fmt.Errorf("node %s at clock %d: %w", n.ID(), n.Clock(), ctx.Err())
 		}
-		if n.Clock() < n.Config().Iterations {
+		if n.Steps() < n.Config().Iterations {
 			st.Blocked += time.Since(waitStart)
 		}
 	}

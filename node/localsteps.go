@@ -222,3 +222,10 @@ func (n *Node) exchange(view []float64, batch []dataset.Row, intended codec.Spar
 	n.commit()
 	return nil
 }
+
+// CheckLocalSteps checks local-step settings as New does, for a driver
+// that wants to refuse them before it builds any node.
+func CheckLocalSteps(steps int, outer OuterKind, rate float64) error {
+	c := Config{LocalSteps: steps, Outer: outer, OuterRate: rate, Factors: FactorsOff}
+	return checkLocalSteps(&c)
+}

@@ -44,6 +44,9 @@ type SimConfig struct {
 	Codec         string
 	ErrorFeedback bool
 	Staleness     int
+	// Exchange sets local steps and the outer step; scenario steps and
+	// progress count exchanges (the nodes' clocks).
+	Exchange Exchange
 	// Topology is "halton" (the default) or "full".
 	Topology string
 	// WAN is the network; the zero value is ParseLinkProfile("lan").
@@ -198,6 +201,9 @@ func (c *SimConfig) validate() error {
 		return errors.New("compute time, sync timeout, sync interval, detection delay, flush delay and tick must be >= 0")
 	}
 	if err := validateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+		return err
+	}
+	if err := c.Exchange.validate(); err != nil {
 		return err
 	}
 	if c.WAN.Sites == 0 {
@@ -548,6 +554,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		nc.Members = s.ids[:cfg.Nodes]
 	}
 	nc.Sync = cfg.Sync
+	cfg.Exchange.apply(&nc)
 	core, err := node.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", i, err)
@@ -811,8 +818,7 @@ func (s *sim) advance(n *simNode) {
 	if !n.alive || n.computing || n.leaving {
 		return
 	}
-	c := n.core.Clock()
-	if c < s.iters {
+	if n.core.Steps() < s.iters {
 		if n.core.CanTrain() {
 			s.endStall(n)
 			n.computing = true
@@ -851,7 +857,7 @@ func (s *sim) endStall(n *simNode) {
 	}
 	n.stalled = false
 	n.stallEpoch++
-	if n.core.Clock() < s.iters {
+	if n.core.Steps() < s.iters {
 		n.blocked += s.now - n.stallStart
 	}
 }

@@ -44,6 +44,8 @@ type Config struct {
 	Codec         string
 	ErrorFeedback bool
 	Staleness     int
+	// Exchange sets local steps and the outer step.
+	Exchange Exchange
 	// Topology is "halton" (the default: O(log P) links per node, updates
 	// relayed along broadcast trees) or "full" (everyone sends to everyone).
 	Topology string
@@ -119,6 +121,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("compute time must be >= 0, got %v", c.ComputeTime)
 	}
 	if err := validateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+		return err
+	}
+	if err := c.Exchange.validate(); err != nil {
 		return err
 	}
 	if c.Attack != "" {
@@ -251,7 +256,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.core, err = node.New(node.Config{
+		nc := node.Config{
 			ID:            ids[i],
 			Members:       memberIDs,
 			Auth:          auth,
@@ -268,8 +273,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Router:        router,
 			Factors:       cfg.Factors,
 			Sync:          node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()},
-		})
-		if err != nil {
+		}
+		cfg.Exchange.apply(&nc)
+		if m.core, err = node.New(nc); err != nil {
 			return nil, err
 		}
 	}
@@ -279,7 +285,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	curve := []CurvePoint{curvePoint(Progress{TestLoss: met0.Loss, TestAccuracy: met0.Accuracy})}
 	start := time.Now()
 	observe := func(n *node.Node) {
-		t := n.Clock()
+		t := n.Steps()
 		if t%uint64(cfg.EvalEvery) != 0 && t != uint64(cfg.Iterations) {
 			return
 		}
@@ -306,7 +312,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i, m := range members {
 		pace := cfg.pace(i, observe)
 		opts := mesh.Options{RelayWindow: cfg.RelayWindow, AfterTrain: func(n *node.Node, took time.Duration) {
-			m.clock.Store(n.Clock())
+			m.clock.Store(n.Steps())
 			pace(n, took)
 		}}
 		wg.Add(1)
@@ -344,7 +350,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	met := members[0].core.Evaluate(cfg.Test.Rows)
 	if n := len(curve); n == 0 || curve[n-1].TestLoss != met.Loss {
 		curve = append(curve, curvePoint(Progress{
-			Iteration:    members[0].core.Clock(),
+			Iteration:    members[0].core.Steps(),
 			Elapsed:      wall,
 			TrainLoss:    members[0].core.Stats().LastLoss,
 			TestLoss:     met.Loss,
