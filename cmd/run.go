@@ -80,6 +80,7 @@ type runFlags struct {
 	format          string
 	history         int
 	training        trainingFlags
+	exchange        exchangeFlags
 }
 
 // meshWide ends the help of a setting the mesh holds: a joiner given it
@@ -104,7 +105,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+""+meshWide)
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update"+meshWide)
 	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always"+meshWide)
-	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound in iterations, 0 = bulk-synchronous"+meshWide)
+	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound in exchanges (iterations unless --local-steps is above 1), 0 = bulk-synchronous"+meshWide)
+	f.exchange.register(fs, meshWide)
 	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped"+meshWide)
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for mini-batch sampling and the held-out test split")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links, relayed) or full")
@@ -137,7 +139,7 @@ func (f *runFlags) settings(maxFeature uint64, classes []float64, lr float64) no
 		Model: model.Kind(f.model), MaxFeature: maxFeature, Classes: classes, L2: f.l2,
 		Optimizer: model.OptimizerKind(f.training.optimizer), LearningRate: lr, Staleness: f.staleness,
 		Codec: f.codec, ErrorFeedback: f.errorFeedback, Factors: node.FactorMode(f.sfb), Iterations: f.iterations,
-		HashBits: f.hashBits,
+		HashBits: f.hashBits, LocalSteps: f.exchange.localSteps, Outer: node.OuterKind(f.exchange.outer), OuterRate: f.exchange.outerLR,
 	}
 }
 
@@ -481,6 +483,12 @@ func (f *runFlags) check() error {
 	if err := checkTraining(f.l2, 1, f.staleness); err != nil {
 		return err
 	}
+	if err := f.exchange.check(); err != nil {
+		return err
+	}
+	if f.sfb != "off" && f.exchange.localSteps > 1 {
+		return badInput("--sfb %s: the change of %d local steps has no sufficient factors; use --local-steps 1 or --sfb off", f.sfb, f.exchange.localSteps)
+	}
 	switch {
 	case f.deadAfter <= 0:
 		return badInput("--dead-after %v: want > 0", f.deadAfter)
@@ -665,6 +673,7 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,
 		ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness, Iterations: s.Iterations,
 		BatchSize: batch, Seed: f.seed, Shard: train.Rows, Factors: s.Factors, Auth: auth,
+		LocalSteps: s.LocalSteps, Outer: s.Outer, OuterRate: s.OuterRate,
 	}
 	if f.robust == "clip" {
 		if cfg.Robust, err = node.NewRobust(node.RobustConfig{Clip: true}); err != nil {

@@ -1,0 +1,49 @@
+package cmd
+
+import (
+	"flag"
+	"fmt"
+	"math"
+
+	"github.com/sketchmesh/sketchmesh/node"
+	"github.com/sketchmesh/sketchmesh/testnet"
+)
+
+// defaultLocalSteps is the local steps a mesh takes when none are given
+// (README: "Local steps").
+const defaultLocalSteps = 1
+
+// exchangeFlags are the local-step flags of testnet, run and simulate.
+type exchangeFlags struct {
+	localSteps int
+	outer      string
+	outerLR    float64
+}
+
+func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
+	fs.IntVar(&f.localSteps, "local-steps", defaultLocalSteps, fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d; --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps)+suffix)
+	fs.StringVar(&f.outer, "outer", "sgd", "outer step applied to the change of an exchange's local steps: sgd, or nesterov (momentum 0.9)"+suffix)
+	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0): 1 with sgd sends the local steps' change as it is"+suffix)
+}
+
+func (f *exchangeFlags) check() error {
+	switch {
+	case f.localSteps < 1 || f.localSteps > node.MaxLocalSteps:
+		return badInput("--local-steps %d: want 1 to %d", f.localSteps, node.MaxLocalSteps)
+	case !(f.outerLR > 0) || math.IsInf(f.outerLR, 0):
+		return badInput("--outer-lr %v: want a finite rate > 0", f.outerLR)
+	}
+	return oneOf("outer", f.outer, string(node.OuterSGD), string(node.OuterNesterov))
+}
+
+func (f *exchangeFlags) exchange() testnet.Exchange {
+	return testnet.Exchange{LocalSteps: f.localSteps, Outer: node.OuterKind(f.outer), OuterRate: f.outerLR}
+}
+
+// describe names the exchange settings for a run's banner.
+func (f *exchangeFlags) describe() string {
+	if f.localSteps == 1 {
+		return "an exchange every step"
+	}
+	return fmt.Sprintf("%d local steps per exchange, outer %s at %g", f.localSteps, f.outer, f.outerLR)
+}
