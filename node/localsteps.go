@@ -200,6 +200,10 @@ func (n *Node) exchange(view []float64, batch []dataset.Row, intended codec.Spar
 	if err != nil {
 		return fmt.Errorf("node %s: encode update %d: %w", n.cfg.ID, t, err)
 	}
+	sent, frame, err := n.fitBudget(intended, frame)
+	if err != nil {
+		return fmt.Errorf("node %s: cut update %d to the budget: %w", n.cfg.ID, t, err)
+	}
 	decoded, reason := n.decode(frame)
 	if reason != "" {
 		return fmt.Errorf("node %s: own update %d does not decode (%s)", n.cfg.ID, t, reason)
@@ -214,7 +218,7 @@ func (n *Node) exchange(view []float64, batch []dataset.Row, intended codec.Spar
 	}
 	n.clock = t
 	n.stats.FrameBytes += uint64(len(frame))
-	n.stats.PairsEncoded += uint64(len(intended.Values))
+	n.stats.PairsEncoded += uint64(len(sent.Values))
 	n.add(n.cfg.ID, t, decoded)
 	if err := n.sendOwn(t, frame, decoded); err != nil {
 		return err

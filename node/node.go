@@ -71,6 +71,10 @@ type Config struct {
 	// (OuterSGD when empty) and OuterRate its rate (0 means 1).
 	Outer     OuterKind
 	OuterRate float64
+	// BudgetBytes bounds the frame of one update; a larger one is cut to
+	// its keys of highest Priority (see priority.go). 0 is no bound.
+	BudgetBytes int
+	Priority    PriorityMode
 	// BatchSize is the number of rows in one mini-batch.
 	BatchSize int
 	// Seed makes mini-batch sampling reproducible.
@@ -210,6 +214,8 @@ type Stats struct {
 	StalenessMax uint64
 	StalenessSum uint64
 	Reads        uint64
+	// BudgetCuts counts own updates cut to fit the budget.
+	BudgetCuts uint64
 }
 
 // Message is an envelope for one next hop.
@@ -370,6 +376,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: unknown factor mode %q (want off, auto or always)", cfg.Factors)
 	}
 	if err := checkLocalSteps(&cfg); err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
+	}
+	if err := checkBudget(&cfg); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
 	}
 	members := slices.Clone(cfg.Members)
