@@ -177,6 +177,9 @@ type runReport struct {
 	// leave notice, out of MembersLiveAtLeave it was sent to.
 	LeaveAcknowledgedBy []string `json:"leave_acknowledged_by"`
 	MembersLiveAtLeave  int      `json:"members_live_at_leave"`
+	// Clock counts optimizer steps, as Iterations does; Exchanges the
+	// updates this node made (fewer with local steps).
+	Exchanges uint64 `json:"exchanges"`
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -361,7 +364,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	rep := runReport{
-		Member: res.Member, Peer: host.ID(), Clock: res.Clock, TestAccuracy: res.Accuracy, TestLoss: res.Loss,
+		Member: res.Member, Peer: host.ID(), Clock: res.Steps, Exchanges: res.Clock, TestAccuracy: res.Accuracy, TestLoss: res.Loss,
 		Members: res.Members, Incarnations: res.Incarnations, Live: res.Live, Iterations: settings.Iterations, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
 		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected, ViewDivergence: res.ViewDivergence,
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
