@@ -17,7 +17,7 @@ const compareDefault = "default"
 
 // managedFlags are the flags `default` resets to their defaults, whatever
 // the command line gave: the ones that decide how nodes communicate.
-var managedFlags = []string{"codec", "error-feedback", "local-steps", "outer", "outer-lr"}
+var managedFlags = []string{"codec", "error-feedback", "local-steps", "outer", "outer-lr", "budget", "priority"}
 
 // fixedFlags are the flags a --compare item may not set: they define the
 // comparison itself or the data every run shares.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
@@ -21,12 +22,16 @@ type exchangeFlags struct {
 	localSteps int
 	outer      string
 	outerLR    float64
+	budget     int
+	priority   string
 }
 
 func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
 	fs.IntVar(&f.localSteps, "local-steps", defaultLocalSteps, fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d; --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps)+suffix)
 	fs.StringVar(&f.outer, "outer", "sgd", "outer step applied to the change of an exchange's local steps: sgd, or nesterov (momentum 0.9)"+suffix)
 	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0): 1 with sgd sends the local steps' change as it is"+suffix)
+	fs.IntVar(&f.budget, "budget", 0, "bytes one update's frame may take (0 = no bound); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual")
+	fs.StringVar(&f.priority, "priority", string(node.PriorityAbsolute), "which keys an update cut to --budget sends: absolute (largest |change|), relative (largest |change|/|weight|) or off (lowest keys)")
 }
 
 func (f *exchangeFlags) check() error {
@@ -36,11 +41,38 @@ func (f *exchangeFlags) check() error {
 	case !(f.outerLR > 0) || math.IsInf(f.outerLR, 0):
 		return badInput("--outer-lr %v: want a finite rate > 0", f.outerLR)
 	}
-	return oneOf("outer", f.outer, string(node.OuterSGD), string(node.OuterNesterov))
+	if err := oneOf("outer", f.outer, string(node.OuterSGD), string(node.OuterNesterov)); err != nil {
+		return err
+	}
+	return oneOf("priority", f.priority, string(node.PriorityOff), string(node.PriorityAbsolute), string(node.PriorityRelative))
+}
+
+// checkBudget checks --budget against the codec's smallest frame and the
+// error feedback that keeps what a budget cuts.
+func (f *exchangeFlags) checkBudget(codecName string, errorFeedback bool) error {
+	if f.budget == 0 {
+		return nil
+	}
+	c, err := codec.ByName(codecName)
+	if err != nil {
+		return usageError{err}
+	}
+	least, err := node.MinBudgetBytes(c)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.budget < least:
+		return badInput("--budget %d: want 0 (no bound) or at least one frame (%d bytes with --codec %s)", f.budget, least, codecName)
+	case !errorFeedback:
+		return badInput("--budget %d: what a budget cuts is kept in the error feedback residual; drop --error-feedback=false", f.budget)
+	}
+	return nil
 }
 
 func (f *exchangeFlags) exchange() testnet.Exchange {
-	return testnet.Exchange{LocalSteps: f.localSteps, Outer: node.OuterKind(f.outer), OuterRate: f.outerLR}
+	return testnet.Exchange{LocalSteps: f.localSteps, Outer: node.OuterKind(f.outer), OuterRate: f.outerLR,
+		BudgetBytes: f.budget, Priority: node.PriorityMode(f.priority)}
 }
 
 // describe names the exchange settings for a run's banner.

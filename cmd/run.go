@@ -489,6 +489,9 @@ func (f *runFlags) check() error {
 	if err := f.exchange.check(); err != nil {
 		return err
 	}
+	if err := f.exchange.checkBudget(f.codec, f.errorFeedback); err != nil {
+		return err
+	}
 	if f.sfb != "off" && f.exchange.localSteps > 1 {
 		return badInput("--sfb %s: the change of %d local steps has no sufficient factors; use --local-steps 1 or --sfb off", f.sfb, f.exchange.localSteps)
 	}
@@ -677,6 +680,7 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 		ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness, Iterations: s.Iterations,
 		BatchSize: batch, Seed: f.seed, Shard: train.Rows, Factors: s.Factors, Auth: auth,
 		LocalSteps: s.LocalSteps, Outer: s.Outer, OuterRate: s.OuterRate,
+		BudgetBytes: f.exchange.budget, Priority: node.PriorityMode(f.exchange.priority),
 	}
 	if f.robust == "clip" {
 		if cfg.Robust, err = node.NewRobust(node.RobustConfig{Clip: true}); err != nil {

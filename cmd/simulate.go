@@ -67,6 +67,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := exchange.check(); err != nil {
 		return err
 	}
+	if err := exchange.checkBudget(*codecName, *errorFeedback); err != nil {
+		return err
+	}
 	switch {
 	case *nodes < 1 || *nodes > testnet.MaxSimNodes:
 		return badInput("--nodes %d: want 1 to %d", *nodes, testnet.MaxSimNodes)

@@ -133,6 +133,9 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err := f.exchange.check(); err != nil {
 		return cfg, err
 	}
+	if err := f.exchange.checkBudget(f.codec, f.errorFeedback); err != nil {
+		return cfg, err
+	}
 	if f.sfb != "off" && f.exchange.localSteps > 1 {
 		return cfg, badInput("--sfb %s: the change of %d local steps has no sufficient factors; use --local-steps 1 or --sfb off", f.sfb, f.exchange.localSteps)
 	}

@@ -12,6 +12,9 @@ type Exchange struct {
 	// zero).
 	Outer     node.OuterKind
 	OuterRate float64
+	// BudgetBytes and Priority cut updates (node.Config.BudgetBytes).
+	BudgetBytes int
+	Priority    node.PriorityMode
 }
 
 func (e Exchange) validate() error {
@@ -21,6 +24,7 @@ func (e Exchange) validate() error {
 // apply sets the exchange settings of a node's configuration.
 func (e Exchange) apply(c *node.Config) {
 	c.LocalSteps, c.Outer, c.OuterRate = e.LocalSteps, e.Outer, e.OuterRate
+	c.BudgetBytes, c.Priority = e.BudgetBytes, e.Priority
 }
 
 // steps is H, at least 1.

@@ -78,3 +78,18 @@ func TestTestnetLocalSteps(t *testing.T) {
 		t.Fatalf("the curve ends at iteration %d, want 18", last.Iteration)
 	}
 }
+
+// A budget below the updates' size cuts every update to it, and the
+// members still end with one view (the simulator checks views at the end).
+func TestSimBudget(t *testing.T) {
+	base := simulate(t, geo3SimConfig(t))
+	cfg := geo3SimConfig(t)
+	cfg.Exchange = Exchange{BudgetBytes: 300, Priority: node.PriorityRelative}
+	r := simulate(t, cfg)
+	if r.NodeIterations != 6*32 || r.ViewDigestsCompared == 0 || r.Invariants.ViewDivergence != 0 || r.Invariants.AppliedTwice != 0 {
+		t.Fatalf("node iterations %d, digests compared %d, invariants %+v", r.NodeIterations, r.ViewDigestsCompared, r.Invariants)
+	}
+	if 2*r.BytesPerNodePerIteration > base.BytesPerNodePerIteration {
+		t.Fatalf("a 300-byte budget sends %.0f bytes per node-iteration, without %.0f", r.BytesPerNodePerIteration, base.BytesPerNodePerIteration)
+	}
+}
