@@ -55,7 +55,7 @@ func compareConfig(args []string, item string, train, test *dataset.Dataset, std
 	}
 	switch {
 	case name == compareDefault:
-		for _, m := range managedFlags {
+		for _, m := range append(managedFlags, "staleness") {
 			if err := fs.Set(m, fs.Lookup(m).DefValue); err != nil {
 				return testnet.Config{}, err
 			}
@@ -80,6 +80,12 @@ func compareConfig(args []string, item string, train, test *dataset.Dataset, std
 		}
 	}
 	fs.Visit(func(fl *flag.Flag) { f.errorFeedbackSet = f.errorFeedbackSet || fl.Name == "error-feedback" })
+	// The staleness counts as given when the command line gave it to an
+	// item other than default, or the item gives it.
+	f.stalenessSet = name != compareDefault && slices.ContainsFunc(args, isStalenessFlag)
+	for _, p := range parts[1:] {
+		f.stalenessSet = f.stalenessSet || strings.HasPrefix(p, "staleness=")
+	}
 	f.compare, f.sweepStale, f.plot = "", "", ""
 	f.loaded = &[2]*dataset.Dataset{train, test}
 	cfg, err := f.config(stderr)
@@ -91,4 +97,11 @@ func compareConfig(args []string, item string, train, test *dataset.Dataset, std
 		cfg.EvalEvery = max(1, cfg.Iterations/40)
 	}
 	return cfg, nil
+}
+
+// isStalenessFlag reports whether a command-line argument gives
+// --staleness.
+func isStalenessFlag(arg string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	return strings.HasPrefix(arg, "-") && name == "staleness"
 }

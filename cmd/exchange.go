@@ -10,12 +10,32 @@ import (
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
-// defaultLocalSteps is the local steps a mesh takes when none are given:
-// the largest H that, measured on news20.binary and a9a over geo3, 20 Mbit/s
-// and loopback links, keeps test accuracy within 0.5 point of an exchange
-// every step and reaches its loss (README: "Local steps"). 4 is faster
-// still on news20, and makes a9a oscillate at staleness 2.
+// defaultLocalSteps is the local steps a mesh takes when none are given,
+// with the staleness bound of defaultStaleness: measured on news20.binary
+// and a9a over geo3, 20 Mbit/s and loopback links, it halves the updates
+// and keeps test accuracy within about half a point of an exchange every
+// step (README: "Managed communication"). Four local steps (staleness 0)
+// did as well on both sets but ended 2.7 points low in the churn run of
+// separate processes (TestRunChurnEndToEnd).
 const defaultLocalSteps = 2
+
+// stepStaleness is how many optimizer steps behind a read may be by
+// default: the staleness bound of 2 exchanges of one step.
+const stepStaleness = 2
+
+// defaultStaleness is the staleness bound, in exchanges, a mesh of h local
+// steps takes when none is given: the largest that keeps a read about
+// stepStaleness optimizer steps behind, ⌈(stepStaleness+1)/h⌉ − 1. A read
+// at the start of an exchange is behind by up to (s+1)·h − 1 steps of the
+// other members, and measured convergence follows that product, not s or
+// h alone (a9a at s = 2 and h = 2 loses a point and a half of accuracy).
+func defaultStaleness(h int) int {
+	h = max(h, 1)
+	return max(0, (stepStaleness+h)/h-1)
+}
+
+// stalenessHelp is the help of --staleness.
+const stalenessHelp = "SSP staleness bound s in exchanges, 0 = bulk-synchronous (default: 2 with --local-steps 1, 1 with 2, 0 with 3 or more, so that a read is about 2 optimizer steps behind)"
 
 // exchangeFlags are the local-step flags of testnet, run and simulate.
 type exchangeFlags struct {
@@ -32,6 +52,15 @@ func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
 	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0): 1 with sgd sends the local steps' change as it is"+suffix)
 	fs.IntVar(&f.budget, "budget", 0, "bytes one update's frame may take (0 = no bound); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual")
 	fs.StringVar(&f.priority, "priority", string(node.PriorityAbsolute), "which keys an update cut to --budget sends: absolute (largest |change|), relative (largest |change|/|weight|) or off (lowest keys)")
+}
+
+// staleness is the staleness bound a run takes: the one given, else the
+// default for its local steps.
+func (f *exchangeFlags) staleness(given int, explicit bool) int {
+	if explicit {
+		return given
+	}
+	return defaultStaleness(f.localSteps)
 }
 
 func (f *exchangeFlags) check() error {

@@ -49,7 +49,7 @@ func TestExchangeBadInput(t *testing.T) {
 // reports iterations, seconds and bytes to it.
 func TestCompareItemsCarrySettings(t *testing.T) {
 	items := []string{"raw:local-steps=1", "default", "uniform8:local-steps=4:outer=nesterov"}
-	code, out, errOut := runMain("testnet", "--nodes", "2", "--iterations", "12", "--local-steps", "3", "--codec", "zstd",
+	code, out, errOut := runMain("testnet", "--nodes", "2", "--iterations", "12", "--local-steps", "3", "--codec", "zstd", "--staleness", "3",
 		"--compare", strings.Join(items, ","), "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -63,6 +63,7 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 			BytesToTarget      *uint64  `json:"bytes_to_target"`
 			Report             struct {
 				Codec          string `json:"codec"`
+				Staleness      int    `json:"staleness"`
 				BytesSentTotal uint64 `json:"bytes_sent_total"`
 				PerNode        []struct {
 					Clock uint64 `json:"clock"`
@@ -77,13 +78,17 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 		t.Fatalf("parameter %q, %d runs", rep.Parameter, len(rep.Runs))
 	}
 	defaultExchanges := uint64((12 + defaultLocalSteps - 1) / defaultLocalSteps)
+	// The command line's staleness holds for the items but default, which
+	// takes the default bound of its local steps.
 	for i, want := range []struct {
-		codec  string
-		clocks uint64
-	}{{"raw", 12}, {"sketchml", defaultExchanges}, {"uniform8", 3}} {
+		codec     string
+		clocks    uint64
+		staleness int
+	}{{"raw", 12, 3}, {"sketchml", defaultExchanges, defaultStaleness(defaultLocalSteps)}, {"uniform8", 3, 3}} {
 		r := rep.Runs[i]
-		if r.Label != items[i] || r.Report.Codec != want.codec || r.Report.PerNode[0].Clock != want.clocks {
-			t.Errorf("run %d: label %q, codec %s, %d exchanges; want %q, %s, %d", i, r.Label, r.Report.Codec, r.Report.PerNode[0].Clock, items[i], want.codec, want.clocks)
+		if r.Label != items[i] || r.Report.Codec != want.codec || r.Report.PerNode[0].Clock != want.clocks || r.Report.Staleness != want.staleness {
+			t.Errorf("run %d: label %q, codec %s, %d exchanges, staleness %d; want %q, %s, %d, %d",
+				i, r.Label, r.Report.Codec, r.Report.PerNode[0].Clock, r.Report.Staleness, items[i], want.codec, want.clocks, want.staleness)
 		}
 	}
 	base := rep.Runs[0]
@@ -92,5 +97,19 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 	}
 	if *base.IterationsToTarget > 12 || *base.BytesToTarget == 0 || *base.BytesToTarget > base.Report.BytesSentTotal {
 		t.Fatalf("baseline reached the target at iteration %d after %d bytes of %d", *base.IterationsToTarget, *base.BytesToTarget, base.Report.BytesSentTotal)
+	}
+}
+
+// Without --staleness a read stays about 2 optimizer steps behind: the
+// bound in exchanges shrinks as local steps grow.
+func TestDefaultStalenessFollowsLocalSteps(t *testing.T) {
+	for h, want := range map[int]int{1: 2, 2: 1, 3: 0, 4: 0, 32: 0} {
+		if got := defaultStaleness(h); got != want {
+			t.Errorf("%d local steps: staleness %d, want %d", h, got, want)
+		}
+	}
+	f := exchangeFlags{localSteps: 4}
+	if f.staleness(5, true) != 5 || f.staleness(2, false) != 0 {
+		t.Errorf("a given staleness is kept, a default one follows the local steps: got %d and %d", f.staleness(5, true), f.staleness(2, false))
 	}
 }

@@ -105,7 +105,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+""+meshWide)
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update"+meshWide)
 	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always"+meshWide)
-	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound in exchanges (iterations unless --local-steps is above 1), 0 = bulk-synchronous"+meshWide)
+	fs.IntVar(&f.staleness, "staleness", stepStaleness, stalenessHelp+meshWide)
 	f.exchange.register(fs, meshWide)
 	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped"+meshWide)
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for mini-batch sampling and the held-out test split")
@@ -202,6 +202,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.check(); err != nil {
 		return err
 	}
+	f.staleness = f.exchange.staleness(f.staleness, slices.Contains(explicit, node.SettingStaleness))
 	joinAddrs, err := parseJoin(f.join)
 	if err != nil {
 		return err

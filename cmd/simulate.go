@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -31,7 +32,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	seed := fs.Uint64("seed", 1, "seed of every random choice: data, links, faults; the same seed gives the same trace hash")
 	codecName := fs.String("codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
 	errorFeedback := fs.Bool("error-feedback", true, "carry what a lossy codec dropped into the next update")
-	staleness := fs.Int("staleness", 2, "SSP staleness bound s in exchanges (iterations unless --local-steps is above 1; 0 = bulk-synchronous)")
+	staleness := fs.Int("staleness", stepStaleness, stalenessHelp)
 	var exchange exchangeFlags
 	exchange.register(fs, "")
 	topology := fs.String("topology", "halton", "overlay: halton or full")
@@ -67,6 +68,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := exchange.check(); err != nil {
 		return err
 	}
+	stalenessSet := false
+	fs.Visit(func(fl *flag.Flag) { stalenessSet = stalenessSet || fl.Name == "staleness" })
+	*staleness = exchange.staleness(*staleness, stalenessSet)
 	if err := exchange.checkBudget(*codecName, *errorFeedback); err != nil {
 		return err
 	}

@@ -59,6 +59,9 @@ type testnetFlags struct {
 	// loaded, when set, is the data config uses instead of loading it (a
 	// comparison loads it once for all its runs).
 	loaded *[2]*dataset.Dataset
+	// stalenessSet records that the staleness was given (on the command
+	// line, or in a --compare item).
+	stalenessSet bool
 }
 
 func (f *testnetFlags) register(fs *flag.FlagSet) {
@@ -72,7 +75,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for the shuffle, the shards and mini-batch sampling")
 	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update")
-	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound s in exchanges (0 = bulk-synchronous; an exchange is one iteration unless --local-steps is above 1)")
+	fs.IntVar(&f.staleness, "staleness", stepStaleness, stalenessHelp)
 	f.exchange.register(fs, "")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links per node, updates relayed along broadcast trees) or full (everyone sends to everyone)")
 	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factor broadcasting for softmax: off (send the matrix delta), always (send the factors), auto (whichever encodes smaller, per frame); needs --optimizer sgd and --l2 0, and turns error feedback off")
@@ -133,6 +136,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err := f.exchange.check(); err != nil {
 		return cfg, err
 	}
+	f.staleness = f.exchange.staleness(f.staleness, f.stalenessSet)
 	if err := f.exchange.checkBudget(f.codec, f.errorFeedback); err != nil {
 		return cfg, err
 	}
@@ -307,7 +311,10 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	fs.Visit(func(fl *flag.Flag) { f.errorFeedbackSet = f.errorFeedbackSet || fl.Name == "error-feedback" })
+	fs.Visit(func(fl *flag.Flag) {
+		f.errorFeedbackSet = f.errorFeedbackSet || fl.Name == "error-feedback"
+		f.stalenessSet = f.stalenessSet || fl.Name == "staleness"
+	})
 	cfg, err := f.config(stderr)
 	if err != nil {
 		return err
