@@ -10,14 +10,14 @@ import (
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
-// defaultLocalSteps is the local steps a mesh takes when none are given,
-// with the staleness bound of defaultStaleness: measured on news20.binary
-// and a9a over geo3, 20 Mbit/s and loopback links, it halves the updates
-// and keeps test accuracy within about half a point of an exchange every
-// step (README: "Managed communication"). Four local steps (staleness 0)
-// did as well on both sets but ended 2.7 points low in the churn run of
-// separate processes (TestRunChurnEndToEnd).
-const defaultLocalSteps = 2
+// defaultLocalSteps is the local steps a mesh takes when none are given.
+// Measured on news20.binary and a9a over geo3 and 20 Mbit/s links (README:
+// "Managed communication"), two local steps end a9a 0.4 to 0.8 point of
+// accuracy below an exchange every step, past the half point a default may
+// cost, and gain little time on news20; eight to sixteen are 1.8 to 3×
+// faster on news20 and lose a9a several points. So they are off by default,
+// and the README says where to turn them on.
+const defaultLocalSteps = 1
 
 // stepStaleness is how many optimizer steps behind a read may be by
 // default: the staleness bound of 2 exchanges of one step.
