@@ -26,6 +26,3 @@ func (e Exchange) apply(c *node.Config) {
 	c.LocalSteps, c.Outer, c.OuterRate = e.LocalSteps, e.Outer, e.OuterRate
 	c.BudgetBytes, c.Priority = e.BudgetBytes, e.Priority
 }
-
-// steps is H, at least 1.
-func (e Exchange) steps() int { return max(e.LocalSteps, 1) }
