@@ -85,7 +85,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.slowdown, "slowdown", 3, "how many times slower each straggler computes (>= 1)")
 	fs.DurationVar(&f.computeTime, "compute-time", 0, "extra time per iteration on every node, emulating a heavier model (e.g. 20ms)")
 	fs.StringVar(&f.sweepStale, "sweep-staleness", "", "run once per staleness in this list (e.g. 0,1,3,10) and compare the runs")
-	fs.StringVar(&f.compare, "compare", "", "run once per item in this comma-separated list and compare the runs; an item is NAME[:flag=value]..., NAME a codec or default (the project's defaults of --codec, --error-feedback, --local-steps, --outer and --outer-lr), each flag=value a testnet flag for that run, e.g. raw:local-steps=1,uniform8:local-steps=1,default")
+	fs.StringVar(&f.compare, "compare", "", "run once per item in this comma-separated list and compare the runs; an item is NAME[:flag=value]..., NAME a codec or default (the project's defaults of --codec, --error-feedback, --local-steps, --outer, --outer-lr, --budget, --priority and --staleness), each flag=value a testnet flag for that run, e.g. raw:local-steps=1,uniform8:local-steps=1,default")
 	fs.Float64Var(&f.targetLoss, "target-loss", 0, "test loss the comparison times runs to (0 = 1.01 × the first run's final loss)")
 	fs.StringVar(&f.plot, "plot", "", "with --sweep-staleness or --compare: draw test loss against wall time (and, with --compare, against bytes sent) to this .svg, .png or .pdf file")
 	fs.BoolVar(&f.json, "json", false, "print one JSON report on stdout instead of the table")
