@@ -44,6 +44,9 @@ type SimConfig struct {
 	Codec         string
 	ErrorFeedback bool
 	Staleness     int
+	// Exchange sets local steps and the outer step; scenario steps and
+	// progress count exchanges (the nodes' clocks).
+	Exchange Exchange
 	// Topology is "halton" (the default) or "full".
 	Topology string
 	// Sites is "auto" (the default: each node announces the site label its
@@ -205,6 +208,9 @@ func (c *SimConfig) validate() error {
 		return err
 	}
 	if err := checkSitesMode(&c.Sites); err != nil {
+		return err
+	}
+	if err := c.Exchange.validate(); err != nil {
 		return err
 	}
 	if c.WAN.Sites == 0 {
@@ -564,6 +570,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		nc.Members = s.ids[:cfg.Nodes]
 	}
 	nc.Sync = cfg.Sync
+	cfg.Exchange.apply(&nc)
 	core, err := node.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", i, err)
@@ -833,8 +840,7 @@ func (s *sim) advance(n *simNode) {
 	if !n.alive || n.computing || n.leaving {
 		return
 	}
-	c := n.core.Clock()
-	if c < s.iters {
+	if n.core.Steps() < s.iters {
 		if n.core.CanTrain() {
 			s.endStall(n)
 			n.computing = true
@@ -873,7 +879,7 @@ func (s *sim) endStall(n *simNode) {
 	}
 	n.stalled = false
 	n.stallEpoch++
-	if n.core.Clock() < s.iters {
+	if n.core.Steps() < s.iters {
 		n.blocked += s.now - n.stallStart
 	}
 }
