@@ -41,7 +41,7 @@ func TestCompareNamesEveryRunAndPlotsBytes(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	header, _, _ := strings.Cut(errOut, "\n")
-	if !strings.Contains(header, "codecs raw,uniform8") {
+	if !strings.Contains(header, "runs raw,uniform8") {
 		t.Errorf("header names one codec: %s", header)
 	}
 	if strings.Count(errOut, "\niter ") < 2*20 {
@@ -51,7 +51,7 @@ func TestCompareNamesEveryRunAndPlotsBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"wall time (s)", "bytes sent by all nodes (MiB)", "codec raw", "codec uniform8"} {
+	for _, want := range []string{"wall time (s)", "bytes sent by all nodes (MiB)", ">raw<", ">uniform8<"} {
 		if !strings.Contains(string(svg), want) {
 			t.Errorf("the plot lacks %q", want)
 		}

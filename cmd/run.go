@@ -86,6 +86,7 @@ type runFlags struct {
 	batches  *streamSource
 	history  int
 	training trainingFlags
+	exchange exchangeFlags
 }
 
 // meshWide ends the help of a setting the mesh holds: a joiner given it
@@ -110,7 +111,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+""+meshWide)
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update"+meshWide)
 	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always"+meshWide)
-	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound in iterations, 0 = bulk-synchronous"+meshWide)
+	fs.IntVar(&f.staleness, "staleness", stepStaleness, stalenessHelp+meshWide)
+	f.exchange.register(fs, meshWide)
 	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped"+meshWide)
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for mini-batch sampling and the held-out test split")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links, relayed) or full")
@@ -147,7 +149,7 @@ func (f *runFlags) settings(maxFeature uint64, classes []float64, lr float64) no
 		Model: model.Kind(f.model), MaxFeature: maxFeature, Classes: classes, L2: f.l2,
 		Optimizer: model.OptimizerKind(f.training.optimizer), LearningRate: lr, Staleness: f.staleness,
 		Codec: f.codec, ErrorFeedback: f.errorFeedback, Factors: node.FactorMode(f.sfb), Iterations: f.iterations,
-		HashBits: f.hashBits,
+		HashBits: f.hashBits, LocalSteps: f.exchange.localSteps, Outer: node.OuterKind(f.exchange.outer), OuterRate: f.exchange.outerLR,
 	}
 }
 
@@ -185,6 +187,9 @@ type runReport struct {
 	// leave notice, out of MembersLiveAtLeave it was sent to.
 	LeaveAcknowledgedBy []string `json:"leave_acknowledged_by"`
 	MembersLiveAtLeave  int      `json:"members_live_at_leave"`
+	// Clock counts optimizer steps, as Iterations does; Exchanges the
+	// updates this node made (fewer with local steps).
+	Exchanges uint64 `json:"exchanges"`
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -207,6 +212,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.check(); err != nil {
 		return err
 	}
+	f.staleness = f.exchange.staleness(f.staleness, slices.Contains(explicit, node.SettingStaleness))
 	joinAddrs, err := parseJoin(f.join)
 	if err != nil {
 		return err
@@ -415,7 +421,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	rep := runReport{
-		Member: res.Member, Peer: host.ID(), Clock: res.Clock, TestAccuracy: res.Accuracy, TestLoss: res.Loss,
+		Member: res.Member, Peer: host.ID(), Clock: res.Steps, Exchanges: res.Clock, TestAccuracy: res.Accuracy, TestLoss: res.Loss,
 		Members: res.Members, Incarnations: res.Incarnations, Live: res.Live, Iterations: settings.Iterations, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
 		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected, ViewDivergence: res.ViewDivergence,
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
@@ -544,6 +550,15 @@ func (f *runFlags) check() error {
 	}
 	if err := checkTraining(f.l2, 1, f.staleness); err != nil {
 		return err
+	}
+	if err := f.exchange.check(); err != nil {
+		return err
+	}
+	if err := f.exchange.checkBudget(f.codec, f.errorFeedback); err != nil {
+		return err
+	}
+	if f.sfb != "off" && f.exchange.localSteps > 1 {
+		return badInput("--sfb %s: the change of %d local steps has no sufficient factors; use --local-steps 1 or --sfb off", f.sfb, f.exchange.localSteps)
 	}
 	switch {
 	case f.deadAfter <= 0:
@@ -696,6 +711,8 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,
 		ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness, Iterations: s.Iterations,
 		BatchSize: batch, Seed: f.seed, Shard: train.Rows, Factors: s.Factors, Auth: auth,
+		LocalSteps: s.LocalSteps, Outer: s.Outer, OuterRate: s.OuterRate,
+		BudgetBytes: f.exchange.budget, Priority: node.PriorityMode(f.exchange.priority),
 	}
 	if f.batches != nil {
 		// A rejoined core goes on with the stream where the last left it.

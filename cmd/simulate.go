@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -27,11 +28,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	training.register(fs)
 	fs.Lookup("optimizer").Usage += "; sgd keeps no per-node moments, which saves memory at a thousand nodes"
 	l2 := fs.Float64("l2", 1e-4, "L2 regularisation strength (>= 0)")
-	iterations := fs.Int("iterations", 50, "iterations each node runs (>= 1)")
+	iterations := fs.Int("iterations", 50, "optimizer steps (iterations) each node takes (>= 1)")
 	seed := fs.Uint64("seed", 1, "seed of every random choice: data, links, faults; the same seed gives the same trace hash")
 	codecName := fs.String("codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
 	errorFeedback := fs.Bool("error-feedback", true, "carry what a lossy codec dropped into the next update")
-	staleness := fs.Int("staleness", 2, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
+	staleness := fs.Int("staleness", stepStaleness, stalenessHelp)
+	var exchange exchangeFlags
+	exchange.register(fs, "")
 	topology := fs.String("topology", "halton", "overlay: halton or full")
 	sites := fs.String("sites", "auto", sitesHelp)
 	wan := fs.String("wan", "lan", "modelled network: lan, geo3 or latency=50ms,bandwidth=100Mbit, optionally followed by ,loss=0.01 ,jitter=5ms ,dup=0.001 ,reorder=0.01")
@@ -62,6 +65,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if err := checkTraining(*l2, *iterations, *staleness); err != nil {
+		return err
+	}
+	if err := exchange.check(); err != nil {
+		return err
+	}
+	stalenessSet := false
+	fs.Visit(func(fl *flag.Flag) { stalenessSet = stalenessSet || fl.Name == "staleness" })
+	*staleness = exchange.staleness(*staleness, stalenessSet)
+	if err := exchange.checkBudget(*codecName, *errorFeedback); err != nil {
 		return err
 	}
 	switch {
@@ -109,13 +121,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg := testnet.SimConfig{
 		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(training.optimizer),
 		LR: lr, L2: *l2, Batch: training.batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,
-		ErrorFeedback: *errorFeedback, Staleness: *staleness, Topology: *topology, Sites: *sites, WAN: link,
+		ErrorFeedback: *errorFeedback, Staleness: *staleness, Exchange: exchange.exchange(), Topology: *topology, Sites: *sites, WAN: link,
 		ComputeTime: *computeTime, FlushDelay: *relayWindow, Faults: scenario,
 		Sync:      node.SyncConfig{History: *history},
 		EvalEvery: int(training.evalInterval(uint64(*iterations))),
 	}
-	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %d iterations, seed %d\n",
-		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, cfg.Iterations, cfg.Seed)
+	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %s, %d iterations, seed %d\n",
+		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, exchange.describe(), cfg.Iterations, cfg.Seed)
 	start := time.Now()
 	var watch model.LossWatch
 	cfg.Progress = func(p testnet.SimProgress) {

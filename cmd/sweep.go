@@ -29,11 +29,17 @@ import (
 type sweepRun struct {
 	Label  string          `json:"label"`
 	Report *testnet.Report `json:"report"`
-	// Iterations and seconds until node 0's test loss first reached the
-	// target; absent when it never did.
+	// Iterations (optimizer steps), seconds and bytes sent by all nodes
+	// until node 0's test loss first reached the target; absent when it
+	// never did.
 	IterationsToTarget *uint64  `json:"iterations_to_target,omitempty"`
 	SecondsToTarget    *float64 `json:"seconds_to_target,omitempty"`
+	BytesToTarget      *uint64  `json:"bytes_to_target,omitempty"`
 }
+
+// compareParam is the sweep parameter of --compare: each run is an item
+// as written.
+const compareParam = "run"
 
 // sweepReport is the JSON of a sweep: the same testnet run once per value.
 type sweepReport struct {
@@ -98,8 +104,8 @@ func runSweep(ctx context.Context, base testnet.Config, param string, labels []s
 		run := &rep.Runs[i]
 		for _, p := range run.Report.Curve {
 			if p.TestLoss <= rep.TargetLoss {
-				it, sec := p.Iteration, p.WallSeconds
-				run.IterationsToTarget, run.SecondsToTarget = &it, &sec
+				it, sec, b := p.Iteration, p.WallSeconds, p.BytesSent
+				run.IterationsToTarget, run.SecondsToTarget, run.BytesToTarget = &it, &sec, &b
 				break
 			}
 		}
@@ -121,17 +127,18 @@ func runSweep(ctx context.Context, base testnet.Config, param string, labels []s
 
 func printSweep(w io.Writer, rep sweepReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\ttest acc\ttest loss\tsent/node/iter\tratio\titer/s\twall\tblocked/node\tmax stale\titers to loss %.4f\ttime to loss\t\n", rep.Parameter, rep.TargetLoss)
+	fmt.Fprintf(tw, "%s\ttest acc\ttest loss\tsent/node/iter\tratio\titer/s\twall\tblocked/node\tmax stale\titers to loss %.4f\ttime to loss\tbytes to loss\t\n", rep.Parameter, rep.TargetLoss)
 	for _, run := range rep.Runs {
 		r := run.Report
-		toIt, toSec := "never", "never"
+		toIt, toSec, toBytes := "never", "never", "never"
 		if run.IterationsToTarget != nil {
 			toIt = strconv.FormatUint(*run.IterationsToTarget, 10)
 			toSec = fmt.Sprintf("%.2fs", *run.SecondsToTarget)
+			toBytes = humanBytes(float64(*run.BytesToTarget))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%s\t%.2f\t%.1f\t%.2fs\t%.2fs\t%d\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.4f\t%s\t%.2f\t%.1f\t%.2fs\t%.2fs\t%d\t%s\t%s\t%s\t\n",
 			run.Label, pct(r.FinalTestAccuracy), r.FinalTestLoss, humanBytes(r.BytesSentPerNodePerIteration),
-			r.CompressionRatio, r.IterationsPerSecond, r.WallSeconds, r.BlockedSecondsPerNode, r.StalenessObservedMax, toIt, toSec)
+			r.CompressionRatio, r.IterationsPerSecond, r.WallSeconds, r.BlockedSecondsPerNode, r.StalenessObservedMax, toIt, toSec, toBytes)
 	}
 	_ = tw.Flush()
 }
@@ -153,7 +160,7 @@ func plotCurves(path, param string, runs []sweepRun) error {
 		return badInput("--plot %q: want a .svg, .png or .pdf file", path)
 	}
 	axes := []plotAxis{{"wall time (s)", func(c testnet.CurvePoint) float64 { return c.WallSeconds }}}
-	if param == "codec" {
+	if param != "staleness" {
 		axes = append(axes, plotAxis{"bytes sent by all nodes (MiB)", func(c testnet.CurvePoint) float64 { return float64(c.BytesSent) / (1 << 20) }})
 	}
 	plots := make([]*plot.Plot, len(axes))
@@ -227,7 +234,11 @@ func lossPlot(ax plotAxis, param string, runs []sweepRun) (*plot.Plot, error) {
 		line.Width = vg.Points(1.5)
 		points.Color, points.Shape, points.Radius = line.Color, plotutil.Shape(i), vg.Points(2)
 		p.Add(line, points)
-		p.Legend.Add(param+" "+run.Label, line, points)
+		name := param + " " + run.Label
+		if param == compareParam {
+			name = run.Label
+		}
+		p.Legend.Add(name, line, points)
 	}
 	if math.IsInf(yMin, 0) {
 		return nil, badInput("--plot: no finite test loss to draw")

@@ -61,7 +61,14 @@ type testnetFlags struct {
 	stream           streamFlags
 	// fs is the parsed flag set, for flags whose meaning depends on
 	// whether they were given.
-	fs *flag.FlagSet
+	fs       *flag.FlagSet
+	exchange exchangeFlags
+	// loaded, when set, is the data config uses instead of loading it (a
+	// comparison loads it once for all its runs).
+	loaded *[2]*dataset.Dataset
+	// stalenessSet records that the staleness was given (on the command
+	// line, or in a --compare item).
+	stalenessSet bool
 }
 
 func (f *testnetFlags) register(fs *flag.FlagSet) {
@@ -71,11 +78,12 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.model, "model", "lr", "model: lr (logistic regression), svm (linear SVM), linear (least squares) or softmax (multinomial logistic regression)")
 	f.training.register(fs)
 	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength (>= 0)")
-	fs.IntVar(&f.iterations, "iterations", 200, "iterations each node runs (>= 1)")
+	fs.IntVar(&f.iterations, "iterations", 200, "optimizer steps (iterations) each node takes (>= 1)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for the shuffle, the shards and mini-batch sampling")
 	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update")
-	fs.IntVar(&f.staleness, "staleness", 2, "SSP staleness bound s in iterations (0 = bulk-synchronous)")
+	fs.IntVar(&f.staleness, "staleness", stepStaleness, stalenessHelp)
+	f.exchange.register(fs, "")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links per node, updates relayed along broadcast trees) or full (everyone sends to everyone)")
 	fs.StringVar(&f.sites, "sites", "auto", sitesHelp)
 	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factor broadcasting for softmax: off (send the matrix delta), always (send the factors), auto (whichever encodes smaller, per frame); needs --optimizer sgd and --l2 0, and turns error feedback off")
@@ -85,9 +93,9 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.slowdown, "slowdown", 3, "how many times slower each straggler computes (>= 1)")
 	fs.DurationVar(&f.computeTime, "compute-time", 0, "extra time per iteration on every node, emulating a heavier model (e.g. 20ms)")
 	fs.StringVar(&f.sweepStale, "sweep-staleness", "", "run once per staleness in this list (e.g. 0,1,3,10) and compare the runs")
-	fs.StringVar(&f.compare, "compare", "", "run once per codec in this list (e.g. raw,uniform8,sketchml) and compare the runs")
+	fs.StringVar(&f.compare, "compare", "", "run once per item in this comma-separated list and compare the runs; an item is NAME[:flag=value]..., NAME a codec or default (the project's defaults of --codec, --error-feedback, --local-steps, --outer, --outer-lr, --budget, --priority and --staleness), each flag=value a testnet flag for that run, e.g. raw:local-steps=1,uniform8:local-steps=1,default")
 	fs.Float64Var(&f.targetLoss, "target-loss", 0, "test loss the comparison times runs to (0 = 1.01 × the first run's final loss)")
-	fs.StringVar(&f.plot, "plot", "", "with --sweep-staleness or --compare: draw test loss against wall time to this .svg, .png or .pdf file")
+	fs.StringVar(&f.plot, "plot", "", "with --sweep-staleness or --compare: draw test loss against wall time (and, with --compare, against bytes sent) to this .svg, .png or .pdf file")
 	fs.BoolVar(&f.json, "json", false, "print one JSON report on stdout instead of the table")
 	fs.BoolVar(&f.sign, "sign", false, "sign every update with its origin's libp2p key and verify every update before applying it")
 	fs.StringVar(&f.psk, "psk", "", "pre-shared key file (swarm.key format, 32 bytes): the testnet runs as a private network, over TCP only")
@@ -137,6 +145,16 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	}
 	if err := checkTraining(f.l2, f.iterations, f.staleness); err != nil {
 		return cfg, err
+	}
+	if err := f.exchange.check(); err != nil {
+		return cfg, err
+	}
+	f.staleness = f.exchange.staleness(f.staleness, f.stalenessSet)
+	if err := f.exchange.checkBudget(f.codec, f.errorFeedback); err != nil {
+		return cfg, err
+	}
+	if f.sfb != "off" && f.exchange.localSteps > 1 {
+		return cfg, badInput("--sfb %s: the change of %d local steps has no sufficient factors; use --local-steps 1 or --sfb off", f.sfb, f.exchange.localSteps)
 	}
 	switch {
 	case f.nodes < 1 || f.nodes > 256:
@@ -191,6 +209,8 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 			return cfg, err
 		}
 		train, test = stream.train, stream.test
+	} else if f.loaded != nil {
+		train, test = f.loaded[0], f.loaded[1]
 	} else if train, test, err = loadData(f.data, f.testData, f.seed, f.hashBits, f.format); err != nil {
 		return cfg, err
 	}
@@ -221,6 +241,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		Codec:         f.codec,
 		ErrorFeedback: f.errorFeedback,
 		Staleness:     f.staleness,
+		Exchange:      f.exchange.exchange(),
 		Topology:      f.topology,
 		Sites:         f.sites,
 		RelayWindow:   f.relayWindow,
@@ -348,6 +369,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	f.errorFeedbackSet, f.fs = flagGiven(fs, "error-feedback"), fs
+	f.stalenessSet = flagGiven(fs, "staleness")
 	cfg, err := f.config(stderr)
 	if err != nil {
 		return err
@@ -370,10 +392,18 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 		}()
 	}
-	codecs, staleness := "codec "+cfg.Codec, "staleness "+strconv.Itoa(cfg.Staleness)
+	var compared []testnet.Config
+	var items []string
+	if f.compare != "" {
+		// Every item is checked before the first run starts.
+		if compared, items, err = compareConfigs(args, f.compare, cfg.Train, cfg.Test, stderr); err != nil {
+			return err
+		}
+	}
+	codecs, staleness := "codec "+cfg.Codec+", "+f.exchange.describe(), "staleness "+strconv.Itoa(cfg.Staleness)
 	switch {
 	case f.compare != "":
-		codecs = "codecs " + f.compare + " (one run each)"
+		codecs = "runs " + f.compare + " (one run each)"
 	case f.sweepStale != "":
 		staleness = "staleness " + f.sweepStale + " (one run each)"
 	}
@@ -402,16 +432,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		finished = err == nil
 		return err
 	case f.compare != "":
-		names, err := parseList("compare", f.compare)
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			if err := oneOf("compare", n, codec.Names()...); err != nil {
-				return err
-			}
-		}
-		err = runSweep(ctx, cfg, "codec", names, func(c *testnet.Config, i int) { c.Codec = names[i] },
+		err = runSweep(ctx, cfg, compareParam, items, func(c *testnet.Config, i int) { *c = compared[i] },
 			f.targetLoss, f.plot, f.json, stdout, stderr)
 		finished = err == nil
 		return err
@@ -466,6 +487,7 @@ func saveTestnetModel(path string, cfg testnet.Config, hashBits uint, rep *testn
 		Model: cfg.Model, MaxFeature: mc.MaxFeature, Classes: mc.Classes, L2: cfg.L2, Optimizer: cfg.Optimizer,
 		LearningRate: cfg.LR, Staleness: cfg.Staleness, Codec: cfg.Codec, ErrorFeedback: cfg.ErrorFeedback,
 		Factors: cfg.Factors, Iterations: uint64(cfg.Iterations), HashBits: hashBits,
+		LocalSteps: cfg.Exchange.LocalSteps, Outer: cfg.Exchange.Outer, OuterRate: cfg.Exchange.OuterRate,
 	}
 	meshName := cfg.MeshName
 	if meshName == "" {

@@ -166,6 +166,9 @@ type Result struct {
 	Clock    uint64
 	Accuracy float64
 	Loss     float64
+	// Steps counts optimizer steps; Clock exchanges (fewer with local
+	// steps).
+	Steps uint64
 	// Incarnations counts the members ever admitted (a restarted node is a
 	// new one), Members the nodes (peers) they ran on, and Live the
 	// members live at the end.
@@ -993,7 +996,7 @@ func (a *Daemon) result(start time.Time, stopped bool) Result {
 	}
 	direct, relayed, unreachable := a.linkCounts(time.Now())
 	return Result{
-		Member: a.self, Clock: a.n.Clock(), Accuracy: a.lastEval.accuracy, Loss: a.lastEval.loss,
+		Member: a.self, Clock: a.n.Clock(), Steps: a.n.Steps(), Accuracy: a.lastEval.accuracy, Loss: a.lastEval.loss,
 		Incarnations: len(a.n.Members()), Members: countPeers(a.n.Members()), Live: len(a.n.Live()),
 		Trained:      !a.lastTrain.IsZero(),
 		FromSnapshot: fromSnap, Applied: applied, Held: held, AppliedTwice: twice,

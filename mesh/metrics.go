@@ -163,7 +163,7 @@ func (m *Metrics) observe(a *Daemon) {
 	sy := a.n.SyncStats()
 	tr := a.cfg.Host.Traffic()
 	s := metricsSnapshot{
-		clock: float64(a.n.Clock()), staleness: float64(st.StalenessMax), blocked: a.blocked,
+		clock: float64(a.n.Steps()), staleness: float64(st.StalenessMax), blocked: a.blocked,
 		peers: float64(len(a.cfg.Host.h.Network().Peers())), members: float64(len(a.n.Members())), live: float64(len(a.n.Live())),
 		bytesSent: float64(tr.BytesSent), bytesRecv: float64(tr.BytesReceived),
 		msgsSent: float64(tr.MessagesSent), msgsRecv: float64(tr.MessagesReceived),

@@ -47,7 +47,20 @@ import (
 // node can still send it is only catching up.
 //
 // The rejoining side's updates made while it was cut off are lost to the
-// mesh: they were in no view but its own side's, which it drops.
+// mesh: they were in no view but its own side's, which it drops. None of
+// them may enter a view of the other side either, or its members would
+// hold different updates: one that fetched them before the origin trimmed
+// them, or from a member that kept them longer (a leaver still up after
+// the heal), and one told "gone". So an update of a live member for a row
+// this node committed more than History rows past its entry for that
+// member (a late one, which its origin may no longer keep) is taken from
+// its origin, which answers "gone" for what it no longer keeps, or from
+// another member only once the origin itself has sent one at or below it
+// (RejectLateRelayed). A shorter gap holds nothing an origin training at
+// the mesh's pace has dropped; and the last updates of a member that died
+// without notice still come from whoever holds them. A leaving member,
+// which trains no more and so keeps the others' frames long after their
+// origins dropped them, resends only its own (handleSync).
 
 // EventRejoin is reported when the node must rejoin through Event.Member.
 const EventRejoin EventKind = 100
@@ -176,6 +189,33 @@ func (n *Node) noteLacking(from, origin string, have uint64, log []retained) {
 		n.behind = map[string]bool{}
 	}
 	n.behind[from] = true
+}
+
+// acceptFrom is accept for an update that from passed on, with the rule
+// for late updates of live members (see above).
+func (n *Node) acceptFrom(from string, u Update) string {
+	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && n.isMember(u.Origin) && !n.vc.Has(u.Origin, u.Clock)
+	// A gap of at most History rows holds nothing its origin, at the
+	// mesh's pace, has stopped keeping.
+	past := n.committedClock-n.vc.Get(u.Origin) > uint64(n.sc.History)
+	if late && past && from != u.Origin && n.live[u.Origin] {
+		if shown, ok := n.lateShown[u.Origin]; !ok || u.Clock < shown {
+			return RejectLateRelayed
+		}
+	}
+	if reason := n.accept(u); reason != "" || !late {
+		return reason
+	}
+	if _, ok := n.lateShown[u.Origin]; !ok && from == u.Origin {
+		if n.lateShown == nil {
+			n.lateShown = map[string]uint64{}
+		}
+		n.lateShown[u.Origin] = u.Clock
+	}
+	if n.vc.Get(u.Origin) >= n.committedClock {
+		delete(n.lateShown, u.Origin)
+	}
+	return ""
 }
 
 // decideRejoin runs at each tick (see above).

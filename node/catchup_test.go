@@ -146,3 +146,95 @@ func TestRowsHoldOnlyContiguousUpdates(t *testing.T) {
 		}
 	}
 }
+
+// An update of a live member for a row committed more than History rows
+// past its entry is taken from its origin, or from another member once the
+// origin itself sent one at or below it: a member that kept it longer than
+// the origin (a leaver still up after a long split) must not hand a
+// keeping member what the origin answers "gone" for to the others. A
+// member that died without notice has its last updates taken from
+// whoever holds them.
+func TestLateUpdatesOfALiveMemberStartAtItsOrigin(t *testing.T) {
+	const history = 4
+	nodes, ids := newNodes(t, 3, 2, 10, SyncConfig{Window: history, History: history})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	own := map[uint64][]byte{} // c's envelopes to a, by clock
+	for clock := uint64(1); clock <= 2; clock++ {
+		if err := c.Train(); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range c.Ready().Messages {
+			if m.To == ids[0] {
+				own[clock] = m.Data
+			}
+		}
+	}
+	a.PeerDown(ids[2])
+	b.PeerDown(ids[2])
+	for range history + 2 {
+		for _, n := range []*Node{a, b} {
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+			settle(nodes[:2], deliver(nodes[:2], n.ID(), n.Ready().Messages, nil))
+		}
+	}
+	if got := a.Rows().Clock; got <= history {
+		t.Fatalf("a committed up to row %d, want past History", got)
+	}
+	// b counts c dead: its last updates come from whoever holds them.
+	b.Receive(ids[0], own[1])
+	if !b.VectorClock().Has(ids[2], 1) {
+		t.Fatal("b refused a dead member's late update passed on by a")
+	}
+	a.PeerUp(ids[2])
+	a.Receive(ids[1], own[1])
+	if a.VectorClock().Has(ids[2], 1) || a.Stats().Rejected[RejectLateRelayed] != 1 {
+		t.Fatalf("a took live c's late update 1 from b (refused: %v)", a.Stats().Rejected)
+	}
+	a.Receive(ids[2], own[1])
+	a.Receive(ids[1], own[2])
+	if got := a.VectorClock().Get(ids[2]); got != 2 || a.Stats().Rejected[RejectLateRelayed] != 1 {
+		t.Fatalf("a holds c up to %d after c sent 1 and b passed on 2, want 2", got)
+	}
+}
+
+// A leaving member answers sync requests with its own updates only: it
+// trains no more and keeps the others' frames long after their origins
+// dropped them (a leaver still up after a long split would hand a rejoining
+// side's updates to some members of the keeping side).
+func TestLeaverResendsOnlyItsOwnUpdates(t *testing.T) {
+	nodes, ids := newNodes(t, 3, 2, 10, SyncConfig{})
+	b, c := nodes[1], nodes[2]
+	for _, n := range []*Node{b, c} {
+		if err := n.Train(); err != nil {
+			t.Fatal(err)
+		}
+		settle(nodes, deliver(nodes, n.ID(), n.Ready().Messages, nil))
+	}
+	ask := func() map[string]int {
+		c.Receive(ids[0], EncodeSync(SyncMessage{Upto: 1, Have: []SyncEntry{{Origin: ids[1]}, {Origin: ids[2]}}}))
+		got := map[string]int{}
+		for _, m := range c.Ready().Messages {
+			if m.To != ids[0] || IsAnnouncement(m.Data) || IsSyncMessage(m.Data) {
+				continue
+			}
+			updates, err := DecodeEnvelope(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range updates {
+				got[u.Origin]++
+			}
+		}
+		return got
+	}
+	if got := ask(); got[ids[1]] != 1 || got[ids[2]] != 1 {
+		t.Fatalf("c, a member, resent %v, want one update of each", got)
+	}
+	c.Tick() // a new round of the answers' budget
+	c.StartLeave()
+	if got := ask(); got[ids[1]] != 0 || got[ids[2]] != 1 {
+		t.Fatalf("c, leaving, resent %v, want its own update only", got)
+	}
+}

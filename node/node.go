@@ -61,8 +61,20 @@ type Config struct {
 	ErrorFeedback bool
 	// Staleness is the SSP bound s; 0 is bulk-synchronous.
 	Staleness int
-	// Iterations is how many iterations this node runs.
+	// Iterations is how many optimizer steps this node takes.
 	Iterations uint64
+	// LocalSteps is H, the optimizer steps the node takes on its own data
+	// between two exchanges (see localsteps.go); 0 means 1. The clock counts
+	// exchanges.
+	LocalSteps int
+	// Outer is the outer step applied to an exchange's accumulated change
+	// (OuterSGD when empty) and OuterRate its rate (0 means 1).
+	Outer     OuterKind
+	OuterRate float64
+	// BudgetBytes bounds the frame of one update; a larger one is cut to
+	// its keys of highest Priority (see priority.go). 0 is no bound.
+	BudgetBytes int
+	Priority    PriorityMode
 	// BatchSize is the number of rows in one mini-batch.
 	BatchSize int
 	// Seed makes mini-batch sampling reproducible.
@@ -181,6 +193,11 @@ const (
 	// in order (see commit), so they are asked for again once the gap
 	// below them closes.
 	RejectLateGap = "late_gap"
+	// RejectLateRelayed counts updates of a live member for rows already
+	// committed that another member passed on before the origin itself
+	// showed it still keeps them (see catchup.go): they may be updates its
+	// origin already answers "gone" for.
+	RejectLateRelayed = "late_relayed"
 	// RejectBadSignature and RejectNaN are defined with the checks that
 	// count them (sign.go, robust.go).
 )
@@ -192,7 +209,7 @@ func RejectReasons() []string {
 		RejectBadFrame, RejectBadShape, RejectBadFactors, RejectNorm, RejectAfterLeave, RejectBadSignature,
 		RejectNaN, RejectBadSync, RejectSyncBudget, RejectMarkedRefused,
 		RejectBadAnnouncement, RejectForgedAnnouncement, RejectStaleIncarnation, RejectStaleHello,
-		RejectNotAdmitted, RejectReadmit, RejectAdmitLimit, RejectSignFailed, RejectBadGone}
+		RejectNotAdmitted, RejectReadmit, RejectAdmitLimit, RejectSignFailed, RejectBadGone, RejectLateGap, RejectLateRelayed}
 }
 
 // Stats are a node's counters. All byte counts are envelope bytes as handed
@@ -214,6 +231,8 @@ type Stats struct {
 	StalenessMax uint64
 	StalenessSum uint64
 	Reads        uint64
+	// BudgetCuts counts own updates cut to fit the budget.
+	BudgetCuts uint64
 }
 
 // Message is an envelope for one next hop.
@@ -328,6 +347,9 @@ type Node struct {
 	// side that it cannot resend.
 	goneSince uint64
 	behind    map[string]bool
+	// lateShown holds, per live origin whose updates for committed rows
+	// this node is taking, the first of them the origin sent itself.
+	lateShown map[string]uint64
 	// replied holds, per requester, the bytes of the answers queued for it
 	// since the last Tick; MaxReplyBytes means its budget is spent.
 	replied map[string]int
@@ -336,6 +358,8 @@ type Node struct {
 	// per requester, so that a digest repeated is compared once.
 	digestOffered, digestOffers uint64
 	digestChecked               map[string]uint64
+	// local is the exchange in progress with local steps (localsteps.go).
+	local localPhase
 }
 
 // New validates cfg and returns a node at clock 0 with a zero view.
@@ -377,6 +401,12 @@ func New(cfg Config) (*Node, error) {
 		}
 	default:
 		return nil, fmt.Errorf("node: unknown factor mode %q (want off, auto or always)", cfg.Factors)
+	}
+	if err := checkLocalSteps(&cfg); err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
+	}
+	if err := checkBudget(&cfg); err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
 	}
 	members := slices.Clone(cfg.Members)
 	slices.Sort(members)
@@ -425,6 +455,7 @@ func New(cfg Config) (*Node, error) {
 		n.index[m] = i
 	}
 	n.logs = make([][]retained, len(n.members))
+	n.initLocal()
 	// Members' clocks differ by up to about a window, so a requester's
 	// latest digest is one the answerer still keeps.
 	n.digestKeep = 2 * n.sc.Window
@@ -439,7 +470,8 @@ func New(cfg Config) (*Node, error) {
 // ID returns the node's member id.
 func (n *Node) ID() string { return n.cfg.ID }
 
-// Clock returns the number of completed iterations.
+// Clock returns the number of completed exchanges (with one local step,
+// of optimizer steps).
 func (n *Node) Clock() uint64 { return n.clock }
 
 // VectorClock returns the node's vector clock (read only).
@@ -486,11 +518,15 @@ func (n *Node) Stats() Stats {
 	return s
 }
 
-// canTrain reports whether iterations are left and the staleness gate is
-// open.
+// canTrain reports whether steps are left and the staleness gate is open;
+// within an exchange it stays open (it was passed at the exchange's first
+// step).
 func (n *Node) canTrain() bool {
-	if n.clock >= n.cfg.Iterations {
+	if n.local.steps >= n.cfg.Iterations {
 		return false
+	}
+	if n.midExchange() {
+		return true
 	}
 	// The gate of GateOpen: every live entry at least clock − s.
 	need := int64(n.clock) - int64(n.cfg.Staleness)
@@ -500,7 +536,8 @@ func (n *Node) canTrain() bool {
 // Done reports whether the node has run all its iterations and holds every
 // live member's updates up to the last iteration.
 func (n *Node) Done() bool {
-	return n.clock >= n.cfg.Iterations && n.allAtLeast(n.cfg.Iterations)
+	last := n.lastClock()
+	return n.clock >= last && n.allAtLeast(last)
 }
 
 // peerDown is the view part of PeerDown: the live set, the gate and the
@@ -603,44 +640,23 @@ func (n *Node) train() error {
 	if !n.canTrain() {
 		return ErrGateClosed
 	}
-	t := n.clock + 1
+	if n.local.h > 1 {
+		return n.localStep()
+	}
 	n.observeStaleness()
 	view := n.View()
 	batch, err := n.nextBatch()
 	if err != nil {
-		return fmt.Errorf("node %s: mini-batch %d: %w", n.cfg.ID, t, err)
+		return fmt.Errorf("node %s: mini-batch %d: %w", n.cfg.ID, n.local.steps+1, err)
 	}
 	g, loss := n.cfg.Model.Gradient(view, batch, &n.scratch)
 	delta := n.cfg.Optimizer.Update(g, n.stepScale())
-	intended := n.withResidual(g.Keys, delta)
-
-	frame, err := n.encode(view, batch, intended)
-	if err != nil {
-		return fmt.Errorf("node %s: encode update %d: %w", n.cfg.ID, t, err)
+	if n.local.momentum != nil || n.local.rate != 1 {
+		delta = n.outerStep(g.Keys, slices.Clone(delta))
 	}
-	decoded, reason := n.decode(frame)
-	if reason != "" {
-		return fmt.Errorf("node %s: own update %d does not decode (%s)", n.cfg.ID, t, reason)
-	}
-	if n.residual != nil {
-		for i, k := range intended.Keys {
-			n.residual[k] = float64(intended.Values[i])
-		}
-		for i, k := range decoded.Keys {
-			n.residual[k] -= float64(decoded.Values[i])
-		}
-	}
-
-	n.clock = t
+	n.local.steps++
 	n.stats.LastLoss = loss
-	n.stats.FrameBytes += uint64(len(frame))
-	n.stats.PairsEncoded += uint64(len(intended.Values))
-	n.add(n.cfg.ID, t, decoded)
-	if err := n.sendOwn(t, frame, decoded); err != nil {
-		return err
-	}
-	n.commit()
-	return nil
+	return n.exchange(view, batch, n.withResidual(g.Keys, delta))
 }
 
 // withResidual turns the optimizer's update into float32 pairs, adding the
@@ -671,7 +687,7 @@ func (n *Node) receive(from string, data []byte) {
 		return
 	}
 	for _, u := range updates {
-		if reason := n.accept(u); reason != "" {
+		if reason := n.acceptFrom(from, u); reason != "" {
 			n.reject(reason)
 			continue
 		}

@@ -31,6 +31,11 @@ type Settings struct {
 	// every id is hashed into 2^B keys (dataset.HashFunction); then
 	// MaxFeature is 2^B.
 	HashBits uint
+	// LocalSteps, Outer and OuterRate are the local-step settings
+	// (Config.LocalSteps); their zero values mean 1, sgd and 1.
+	LocalSteps int
+	Outer      OuterKind
+	OuterRate  float64
 }
 
 // Setting names, as Conflict reports them and as a joiner lists the
@@ -48,12 +53,16 @@ const (
 	SettingFactors       = "sfb"
 	SettingIterations    = "iterations"
 	SettingHashBits      = "hash-bits"
+	SettingLocalSteps    = "local-steps"
+	SettingOuter         = "outer"
+	SettingOuterRate     = "outer-lr"
 )
 
 // SettingNames lists every setting name, in a fixed order.
 func SettingNames() []string {
 	return []string{SettingModel, SettingDimension, SettingClasses, SettingL2, SettingOptimizer,
-		SettingLearningRate, SettingStaleness, SettingCodec, SettingErrorFeedback, SettingFactors, SettingIterations, SettingHashBits}
+		SettingLearningRate, SettingStaleness, SettingCodec, SettingErrorFeedback, SettingFactors, SettingIterations, SettingHashBits,
+		SettingLocalSteps, SettingOuter, SettingOuterRate}
 }
 
 // Value returns the setting called name as text, as Conflict compares and
@@ -84,6 +93,18 @@ func (s Settings) Value(name string) string {
 		return fmt.Sprint(s.Iterations)
 	case SettingHashBits:
 		return fmt.Sprint(s.HashBits)
+	case SettingLocalSteps:
+		return fmt.Sprint(max(s.LocalSteps, 1))
+	case SettingOuter:
+		if s.Outer == "" {
+			return string(OuterSGD)
+		}
+		return string(s.Outer)
+	case SettingOuterRate:
+		if s.OuterRate == 0 {
+			return "1"
+		}
+		return fmt.Sprint(s.OuterRate)
 	}
 	return ""
 }
@@ -127,6 +148,13 @@ func (s Settings) Build() (*model.Model, model.Optimizer, codec.Codec, error) {
 	if s.Staleness < 0 {
 		return nil, nil, nil, fmt.Errorf("staleness must be >= 0, got %d", s.Staleness)
 	}
+	lc := Config{LocalSteps: s.LocalSteps, Outer: s.Outer, OuterRate: s.OuterRate, Factors: s.Factors}
+	if lc.Factors == "" {
+		lc.Factors = FactorsOff
+	}
+	if err := checkLocalSteps(&lc); err != nil {
+		return nil, nil, nil, err
+	}
 	return m, opt, c, nil
 }
 
@@ -141,13 +169,19 @@ const (
 	MaxParams = 1 << 27
 )
 
-// WriteTo appends the settings to w as one msgpack array: eleven fields,
-// and a twelfth, the hash bits, only when ids are hashed, so that members
-// and checkpoints of meshes without hashing read as they did before it.
+// WriteTo appends the settings to w as one msgpack array: eleven fields;
+// a twelfth, the hash bits, when ids are hashed; and three more, local
+// steps, outer step and outer rate (the hash bits then 0 when ids are not
+// hashed), when they are not 1, sgd and 1. Members and checkpoints of
+// meshes without hashing or local steps read as they did before either.
 func (s Settings) WriteTo(w *wire.Writer) {
-	if s.HashBits > 0 {
+	local := !s.defaultLocal()
+	switch {
+	case local:
+		w.Array(15)
+	case s.HashBits > 0:
 		w.Array(12)
-	} else {
+	default:
 		w.Array(11)
 	}
 	w.String(string(s.Model))
@@ -161,9 +195,24 @@ func (s Settings) WriteTo(w *wire.Writer) {
 	w.Bool(s.ErrorFeedback)
 	w.String(string(s.Factors))
 	w.Uint(s.Iterations)
-	if s.HashBits > 0 {
+	if s.HashBits > 0 || local {
 		w.Uint(uint64(s.HashBits))
 	}
+	if local {
+		w.Uint(uint64(max(s.LocalSteps, 1)))
+		w.String(s.Value(SettingOuter))
+		rate := s.OuterRate
+		if rate == 0 {
+			rate = 1
+		}
+		w.Float(rate)
+	}
+}
+
+// defaultLocal reports whether the local-step settings are the defaults:
+// one step, sgd at rate 1.
+func (s Settings) defaultLocal() bool {
+	return s.LocalSteps <= 1 && (s.Outer == "" || s.Outer == OuterSGD) && (s.OuterRate == 0 || s.OuterRate == 1)
 }
 
 // ReadSettings reads settings written by Settings.WriteTo.
@@ -173,8 +222,8 @@ func ReadSettings(r *wire.Reader) (Settings, error) {
 	if err != nil {
 		return s, err
 	}
-	if fields != 11 && fields != 12 {
-		return s, fmt.Errorf("%w: settings have %d fields, want 11 or 12", wire.ErrMalformed, fields)
+	if fields != 11 && fields != 12 && fields != 15 {
+		return s, fmt.Errorf("%w: settings have %d fields, want 11, 12 or 15", wire.ErrMalformed, fields)
 	}
 	var str string
 	read := func(f func() error) {
@@ -205,16 +254,20 @@ func ReadSettings(r *wire.Reader) (Settings, error) {
 	read(func() error { s.ErrorFeedback, err = r.Bool("error feedback"); return err })
 	read(func() error { str, err = r.String("factors", maxNameBytes); s.Factors = FactorMode(str); return err })
 	read(func() error { s.Iterations, err = r.Uint("iterations"); return err })
-	if fields == 12 {
+	if fields >= 12 {
 		read(func() error {
 			var v uint64
 			v, err = r.Uint("hash bits")
-			if err == nil && (v == 0 || v > dataset.MaxHashBits) {
+			// Fifteen fields carry the hash bits as 0 when ids are not hashed.
+			if err == nil && (v == 0 && fields == 12 || v > dataset.MaxHashBits) {
 				err = fmt.Errorf("%w: hash bits %d, want 1 to %d", wire.ErrMalformed, v, dataset.MaxHashBits)
 			}
 			s.HashBits = uint(v)
 			return err
 		})
+	}
+	if fields == 15 {
+		read(func() error { s.LocalSteps, s.Outer, s.OuterRate, err = readLocalSettings(r); return err })
 	}
 	if len(s.Classes) == 0 {
 		s.Classes = nil
@@ -397,4 +450,40 @@ func readRefused(r *wire.Reader, pending []Update) ([]UpdateID, error) {
 		}
 	}
 	return out, nil
+}
+
+// readLocalSettings reads the local-step fields of settings, in the zero
+// values' form for the defaults (one step, sgd, rate 1), as a mesh that
+// never set them holds them.
+func readLocalSettings(r *wire.Reader) (steps int, outer OuterKind, rate float64, err error) {
+	v, err := r.Uint("local steps")
+	if err != nil {
+		return 0, "", 0, err
+	}
+	if v == 0 || v > MaxLocalSteps {
+		return 0, "", 0, fmt.Errorf("%w: local steps %d, want 1 to %d", wire.ErrMalformed, v, MaxLocalSteps)
+	}
+	name, err := r.String("outer step", maxNameBytes)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	if outer = OuterKind(name); outer != OuterSGD && outer != OuterNesterov {
+		return 0, "", 0, fmt.Errorf("%w: outer step %q, want sgd or nesterov", wire.ErrMalformed, name)
+	}
+	if rate, err = r.Float("outer rate"); err != nil {
+		return 0, "", 0, err
+	}
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		return 0, "", 0, fmt.Errorf("%w: outer rate %v, want a finite rate > 0", wire.ErrMalformed, rate)
+	}
+	if steps = int(v); steps == 1 {
+		steps = 0
+	}
+	if outer == OuterSGD {
+		outer = ""
+	}
+	if rate == 1 {
+		rate = 0
+	}
+	return steps, outer, rate, nil
 }

@@ -244,9 +244,9 @@ func TestSettingsWrongFields(t *testing.T) {
 	}
 	long := strings.Repeat("x", maxNameBytes+1)
 	ms = append(ms, []wiretest.Mutant{
-		{Name: "ten fields", Want: "settings have 10 fields, want 11 or 12", Data: wiretest.Replaced(ps, 0, []byte{0x9a})},
+		{Name: "ten fields", Want: "settings have 10 fields, want 11, 12 or 15", Data: wiretest.Replaced(ps, 0, []byte{0x9a})},
 		{Name: "twelve fields, eleven given", Want: "hash bits: EOF", Data: wiretest.Replaced(ps, 0, []byte{0x9c})},
-		{Name: "thirteen fields", Want: "settings have 13 fields, want 11 or 12", Data: wiretest.Replaced(ps, 0, []byte{0x9d})},
+		{Name: "thirteen fields", Want: "settings have 13 fields, want 11, 12 or 15", Data: wiretest.Replaced(ps, 0, []byte{0x9d})},
 		{Name: "hash bits 0", Want: "hash bits 0, want 1 to 30", Data: append(wiretest.Replaced(ps, 0, []byte{0x9c}), 0x00)},
 		{Name: "hash bits 31", Want: "hash bits 31, want 1 to 30", Data: append(wiretest.Replaced(ps, 0, []byte{0x9c}), 31)},
 		{Name: "long model", Want: "model claims 65 bytes", Data: set("model", func(w *wire.Writer) { w.String(long) })},
@@ -406,6 +406,7 @@ func FuzzReadSettings(f *testing.F) {
 	for _, m := range wiretest.HostileParts(ps) {
 		f.Add(m.Data)
 	}
+	f.Add(encodeSettings(localSettings()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := wire.NewReader(data)
 		s, err := wiretest.DecodeOnce(t, len(data), func() (Settings, error) { return ReadSettings(r) })
@@ -415,7 +416,8 @@ func FuzzReadSettings(f *testing.F) {
 			}
 			return
 		}
-		if s.Staleness < 0 || len(s.Classes) > maxClasses || len(s.Model) > maxNameBytes || len(s.Codec) > maxNameBytes {
+		if s.Staleness < 0 || len(s.Classes) > maxClasses || len(s.Model) > maxNameBytes || len(s.Codec) > maxNameBytes ||
+			s.LocalSteps < 0 || s.LocalSteps > MaxLocalSteps || s.OuterRate < 0 {
 			t.Fatalf("out of bounds settings accepted: %+v", s)
 		}
 		for _, v := range append([]float64{s.L2, s.LearningRate}, s.Classes...) {

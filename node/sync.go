@@ -469,17 +469,23 @@ func repeated(updates []Update, fresh []int, k int) bool {
 	return false
 }
 
-// Train runs one local iteration: it reads the view, computes a mini-batch
+// Train takes one optimizer step: it reads the view, computes a mini-batch
 // gradient and the optimizer's update, encodes it, puts what receivers will
 // decode into its own view and queues the frame for its next hops. The node
 // keeps its own frame and signature whether or not any next hop is live.
+// With local steps (Config.LocalSteps) only an exchange's last step makes
+// an update, of the change the exchange's steps accumulated.
 func (n *Node) Train() error {
 	if n.proto.leaving || n.proto.rejoin != "" {
 		return ErrGateClosed
 	}
 	n.observeRound()
+	clock := n.clock
 	if err := n.train(); err != nil {
 		return err
+	}
+	if n.clock == clock {
+		return nil // a local step: nothing to send yet
 	}
 	u := n.lastOwn
 	n.retain(u.Origin, u.Clock, u.Frame, u.Sig)
@@ -565,6 +571,11 @@ func (n *Node) handleSync(from string, data []byte) {
 			continue
 		}
 		if e.Origin == n.cfg.ID && n.answerGone(from, e.Clock) {
+			continue
+		}
+		if n.proto.leaving && e.Origin != n.cfg.ID {
+			// It trains no more, so it keeps others' frames long after
+			// their origins dropped them (see catchup.go).
 			continue
 		}
 		limit := n.syncLimit(e, req.Upto)
@@ -698,8 +709,8 @@ func (n *Node) AntiEntropy() []Message {
 	}
 	var upto uint64
 	switch {
-	case n.clock >= n.cfg.Iterations:
-		upto = n.cfg.Iterations
+	case n.clock >= n.lastClock():
+		upto = n.lastClock()
 	case n.clock > uint64(n.cfg.Staleness)+1:
 		upto = n.clock - uint64(n.cfg.Staleness) - 1
 	}
@@ -759,8 +770,8 @@ func (n *Node) request(to string, m SyncMessage) Message {
 // progress: clock − s before its next iteration, the last iteration once it
 // has run them all; 0 when it needs nothing.
 func (n *Node) syncNeed() uint64 {
-	if n.clock >= n.cfg.Iterations {
-		return n.cfg.Iterations
+	if last := n.lastClock(); n.clock >= last {
+		return last
 	}
 	if need := int64(n.clock) - int64(n.cfg.Staleness); need > 0 {
 		return uint64(need)

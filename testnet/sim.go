@@ -44,6 +44,9 @@ type SimConfig struct {
 	Codec         string
 	ErrorFeedback bool
 	Staleness     int
+	// Exchange sets local steps and the outer step; scenario steps and
+	// progress count exchanges (the nodes' clocks).
+	Exchange Exchange
 	// Topology is "halton" (the default) or "full".
 	Topology string
 	// Sites is "auto" (the default: each node announces the site label its
@@ -205,6 +208,9 @@ func (c *SimConfig) validate() error {
 		return err
 	}
 	if err := checkSitesMode(&c.Sites); err != nil {
+		return err
+	}
+	if err := c.Exchange.validate(); err != nil {
 		return err
 	}
 	if c.WAN.Sites == 0 {
@@ -417,6 +423,9 @@ type sim struct {
 	// since replaced by a rejoin.
 	divergences     []Divergence
 	retiredCompared uint64
+	// retired holds the incarnations replaced by a rejoin, whose updates
+	// the live nodes must still hold alike.
+	retired []incarnationSpan
 
 	msgs, bytes, syncMsgs, syncBytes, dups uint64
 	// memberMsgs and memberBytes count the membership protocol's
@@ -561,6 +570,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		nc.Members = s.ids[:cfg.Nodes]
 	}
 	nc.Sync = cfg.Sync
+	cfg.Exchange.apply(&nc)
 	core, err := node.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", i, err)
@@ -830,8 +840,7 @@ func (s *sim) advance(n *simNode) {
 	if !n.alive || n.computing || n.leaving {
 		return
 	}
-	c := n.core.Clock()
-	if c < s.iters {
+	if n.core.Steps() < s.iters {
 		if n.core.CanTrain() {
 			s.endStall(n)
 			n.computing = true
@@ -870,7 +879,7 @@ func (s *sim) endStall(n *simNode) {
 	}
 	n.stalled = false
 	n.stallEpoch++
-	if n.core.Clock() < s.iters {
+	if n.core.Steps() < s.iters {
 		n.blocked += s.now - n.stallStart
 	}
 }
@@ -1064,6 +1073,7 @@ func (s *sim) rejoin(n *simNode) bool {
 	s.endStall(n)
 	n.incarnation++
 	s.retiredCompared += n.core.SyncStats().DigestsCompared
+	s.retired = append(s.retired, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
 	n.core, n.id = core, id
 	s.index[id] = int32(n.idx)
 	n.computing, n.done, n.flushArmed, n.declaredDead = false, false, false, nil
@@ -1355,9 +1365,18 @@ func (s *sim) meanMetrics() (loss, acc float64) {
 	return loss / float64(k), acc / float64(k)
 }
 
-// undelivered counts the updates some live node holds and another lacks.
-// Origins' clocks bound the updates that exist; below the smallest entry
-// any live node has for an origin, every live node holds them all.
+// incarnationSpan names an incarnation's updates: those above entry up to
+// clock.
+type incarnationSpan struct {
+	id           string
+	entry, clock uint64
+}
+
+// undelivered counts the updates some live node holds and another lacks,
+// of every incarnation, those a rejoin replaced included. An origin's
+// updates are those above the clock it started at up to its clock; below
+// the smallest entry any live node has for an origin, every live node
+// holds them all.
 func (s *sim) undelivered() uint64 {
 	var live []*simNode
 	for _, n := range s.nodes {
@@ -1365,13 +1384,18 @@ func (s *sim) undelivered() uint64 {
 			live = append(live, n)
 		}
 	}
+	origins := slices.Clone(s.retired)
+	for _, n := range s.nodes {
+		origins = append(origins, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
+	}
 	var count uint64
-	for _, origin := range s.nodes {
-		lo := uint64(math.MaxUint64)
+	for _, origin := range origins {
+		held := uint64(math.MaxUint64)
 		for _, n := range live {
-			lo = min(lo, n.core.VectorClock().Get(origin.id))
+			held = min(held, n.core.VectorClock().Get(origin.id))
 		}
-		for c := lo + 1; c <= origin.core.Clock(); c++ {
+		lo := max(origin.entry, held)
+		for c := lo + 1; c <= origin.clock; c++ {
 			holders := 0
 			for _, n := range live {
 				if n.core.VectorClock().Has(origin.id, c) {

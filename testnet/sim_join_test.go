@@ -444,11 +444,11 @@ func TestSimSplitLongerThanHistory(t *testing.T) {
 // Issue 14's scenario: a split past the frame history (history 8) with
 // joins on both sides of it, a donor killed mid-join, kills, a restart and
 // leaves, over 50 seeds, both topologies and s ∈ {0, 2}. No run stalls,
-// nothing is applied twice, every live node reaches the last clock, and the
-// side that lacks the other's gone updates rejoins by snapshot. Equal
-// views and full delivery at the end are not asserted yet: some runs still
-// end with members holding different updates of the rejoined side's old
-// incarnations (README, Known limits); the test reports how many.
+// nothing is applied twice, every live node reaches the last clock, the
+// side that lacks the other's gone updates rejoins by snapshot, and the
+// live nodes end with the same view and the same updates, of every
+// incarnation, those a rejoin replaced included: all but the runs of
+// longSplitKnownDiffer, whose cause is still open (README, Known limits).
 func TestSimLongSplitUnderChurn(t *testing.T) {
 	sc := loadScenario(t, "longsplit.txt")
 	seeds := simInvariantSeeds
@@ -469,7 +469,7 @@ func TestSimLongSplitUnderChurn(t *testing.T) {
 					t.Fatalf("%s: invariants %+v, %d joined, %d rejoined", label, inv, r.Joined, r.Rejoined)
 				}
 				var ref *simNode
-				same := true
+				var d float64
 				for _, n := range s.nodes {
 					if !n.member() {
 						continue
@@ -481,14 +481,28 @@ func TestSimLongSplitUnderChurn(t *testing.T) {
 						ref = n
 					}
 					for i, v := range n.core.View() {
-						same = same && math.Abs(v-ref.core.View()[i]) <= 1e-9
+						d = max(d, math.Abs(v-ref.core.View()[i]))
 					}
 				}
-				if !same || inv.UndeliveredAfterHeal != 0 {
+				agree := d <= 1e-9 && inv.UndeliveredAfterHeal == 0
+				cause, known := longSplitKnownDiffer[label]
+				switch {
+				case !agree && known:
 					differ++
+					t.Logf("%s: views differ by %g, %d updates held by some live nodes only (%s)", label, d, inv.UndeliveredAfterHeal, cause)
+				case !agree:
+					t.Errorf("%s: views differ by %g, %d updates held by some live nodes only", label, d, inv.UndeliveredAfterHeal)
+				case known:
+					t.Logf("%s: now ends with one view; take it out of longSplitKnownDiffer", label)
 				}
 			}
 		}
 	}
 	t.Logf("%d of %d runs end with views or updates that differ among the live nodes", differ, 4*seeds)
+}
+
+// longSplitKnownDiffer lists the runs of TestSimLongSplitUnderChurn that
+// still end with differing views, with their cause.
+var longSplitKnownDiffer = map[string]string{
+	"seed 35 (halton, s=0)": "n06/1 rejoined and was killed before n08 learned of its admission: n08 refuses its last update as not_member",
 }

@@ -48,6 +48,8 @@ type Config struct {
 	Codec         string
 	ErrorFeedback bool
 	Staleness     int
+	// Exchange sets local steps and the outer step.
+	Exchange Exchange
 	// Topology is "halton" (the default: O(log P) links per node, updates
 	// relayed along broadcast trees) or "full" (everyone sends to everyone).
 	Topology string
@@ -145,6 +147,9 @@ func (c *Config) Validate() error {
 		train = c.Test
 	}
 	if err := validateRun(train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+		return err
+	}
+	if err := c.Exchange.validate(); err != nil {
 		return err
 	}
 	if c.Attack != "" {
@@ -350,7 +355,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.core, err = newCore(node.Config{
+		nc := node.Config{
 			ID:        ids[i],
 			Members:   memberIDs,
 			Auth:      auth,
@@ -359,8 +364,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			BatchSize: batchSize,
 			Shard:     m.shard.Rows,
 			Batches:   m.batchSource(),
-		})
-		if err != nil {
+		}
+		cfg.Exchange.apply(&nc)
+		if m.core, err = newCore(nc); err != nil {
 			return nil, err
 		}
 	}
@@ -377,7 +383,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	start := time.Now()
 	observe := func(n *node.Node) {
-		t := n.Clock()
+		t := n.Steps()
 		if t%uint64(cfg.EvalEvery) != 0 && t != uint64(cfg.Iterations) {
 			return
 		}
@@ -437,8 +443,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			// Sites were measured before the run (siteLabels).
 			Sites: "off",
 			AfterTrain: func(n *node.Node, took time.Duration) {
-				m.clock.Store(n.Clock())
-				if n.Clock() == uint64(cfg.Iterations) {
+				m.clock.Store(n.Steps())
+				if n.Steps() == uint64(cfg.Iterations) {
 					m.links = len(m.host.Libp2p().Network().Peers())
 				}
 				pace(n, took)
@@ -489,7 +495,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	met := members[0].core.Evaluate(cfg.Test.Rows)
 	if n := len(curve); n == 0 || curve[n-1].TestLoss != met.Loss {
 		p := Progress{
-			Iteration:    members[0].core.Clock(),
+			Iteration:    members[0].core.Steps(),
 			Elapsed:      wall,
 			TrainLoss:    members[0].core.Stats().LastLoss,
 			TestLoss:     met.Loss,

@@ -1,0 +1,238 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
+)
+
+// Local steps and the outer step.
+//
+// With LocalSteps H > 1 a node takes H optimizer steps on its own data
+// between two exchanges, as DiLoCo's workers do: the first step of an
+// exchange copies the view (the gate is passed there, once per exchange),
+// the next ones read that copy plus the node's own changes since, so that
+// what arrives meanwhile waits for the next exchange, and the result does
+// not depend on arrival order. At the H-th step (or the run's last) the
+// accumulated change Δ, over the union of the keys the steps touched, goes
+// through the outer step and error feedback into one additive update with
+// the next clock. Iterations keeps counting optimizer steps, so runs with
+// different H process the same samples; the clock, the vector clock and the
+// staleness bound count exchanges.
+//
+// Each inner step takes the node's share of the mesh-wide step (1/k), as
+// with H = 1, so a row of k updates moves the model by about H steps of the
+// mean gradient. The outer step scales Δ by OuterRate (sgd), or adds Nesterov
+// momentum (μ = 0.9, DiLoCo's). Both are linear in Δ, so applying them per
+// member to its own Δ equals applying them to the row's sum: members never
+// need to combine their changes before the outer step. Momentum is lazy, kept
+// per key and applied only to the keys an exchange carries, for the reason
+// error feedback's residual is: decaying it on every key would make every
+// update dense. H = 1 with sgd at rate 1 is exactly one update per step.
+
+// OuterKind names the outer step.
+type OuterKind string
+
+// The outer steps.
+const (
+	OuterSGD      OuterKind = "sgd"
+	OuterNesterov OuterKind = "nesterov"
+)
+
+// MaxLocalSteps bounds LocalSteps: beyond it a node would go minutes
+// without exchanging anything, which no setting of this mesh wants.
+const MaxLocalSteps = 1 << 12
+
+// outerMomentum is the Nesterov outer step's momentum (DiLoCo's).
+const outerMomentum = 0.9
+
+// ErrLocalSteps is returned by New for local-step settings it cannot honour.
+var ErrLocalSteps = errors.New("bad local-step settings")
+
+// localPhase is the state of the exchange in progress.
+type localPhase struct {
+	h    int
+	rate float64
+	// steps counts the optimizer steps taken, all exchanges together;
+	// inner those of the exchange in progress.
+	steps uint64
+	inner int
+	// model is the view at the exchange's start plus the node's own inner
+	// steps; acc their sum per key, over the keys in touched (marked).
+	model    []float64
+	acc      []float64
+	touched  []uint64
+	marked   []bool
+	momentum []float64
+}
+
+// checkLocalSteps validates and fills the local-step settings of cfg.
+func checkLocalSteps(cfg *Config) error {
+	switch {
+	case cfg.LocalSteps < 0 || cfg.LocalSteps > MaxLocalSteps:
+		return fmt.Errorf("%w: local steps %d, want 1 to %d", ErrLocalSteps, cfg.LocalSteps, MaxLocalSteps)
+	case math.IsNaN(cfg.OuterRate) || math.IsInf(cfg.OuterRate, 0) || cfg.OuterRate < 0:
+		return fmt.Errorf("%w: outer rate %v, want a finite rate > 0", ErrLocalSteps, cfg.OuterRate)
+	}
+	if cfg.LocalSteps == 0 {
+		cfg.LocalSteps = 1
+	}
+	if cfg.OuterRate == 0 {
+		cfg.OuterRate = 1
+	}
+	switch cfg.Outer {
+	case "":
+		cfg.Outer = OuterSGD
+	case OuterSGD, OuterNesterov:
+	default:
+		return fmt.Errorf("%w: unknown outer step %q (want sgd or nesterov)", ErrLocalSteps, cfg.Outer)
+	}
+	if cfg.LocalSteps > 1 && cfg.Factors != FactorsOff {
+		return fmt.Errorf("%w: the change of %d local steps has no sufficient factors; use factors off", ErrFactorConfig, cfg.LocalSteps)
+	}
+	return nil
+}
+
+// initLocal sets up the phase state once the node's clock is known.
+func (n *Node) initLocal() {
+	lp := &n.local
+	lp.h, lp.rate = n.cfg.LocalSteps, n.cfg.OuterRate
+	lp.steps = n.clock * uint64(lp.h)
+	if n.clock != 0 && lp.steps/uint64(lp.h) != n.clock {
+		lp.steps = math.MaxUint64
+	}
+	size := n.cfg.Model.NumParams()
+	if lp.h > 1 {
+		lp.model = make([]float64, size)
+		lp.acc = make([]float64, size)
+		lp.marked = make([]bool, size)
+	}
+	if n.cfg.Outer == OuterNesterov {
+		lp.momentum = make([]float64, size)
+	}
+}
+
+// lastClock is the clock of the node's last exchange: Iterations steps
+// in exchanges of H.
+func (n *Node) lastClock() uint64 {
+	h := uint64(max(n.local.h, 1))
+	last := n.cfg.Iterations / h
+	if n.cfg.Iterations%h != 0 {
+		last++
+	}
+	return last
+}
+
+// Steps returns the number of optimizer steps the node has taken; Clock
+// counts its exchanges.
+func (n *Node) Steps() uint64 { return n.local.steps }
+
+// midExchange reports whether the node has taken some of an exchange's
+// local steps and not yet sent it: the gate was passed at its first step.
+func (n *Node) midExchange() bool { return n.local.inner > 0 }
+
+// localStep takes one optimizer step of an exchange with H > 1, and at its
+// last step makes the exchange's update.
+func (n *Node) localStep() error {
+	lp := &n.local
+	if lp.inner == 0 {
+		n.observeStaleness()
+		copy(lp.model, n.View())
+	}
+	batch, err := n.nextBatch()
+	if err != nil {
+		return fmt.Errorf("node %s: mini-batch %d: %w", n.cfg.ID, lp.steps+1, err)
+	}
+	g, loss := n.cfg.Model.Gradient(lp.model, batch, &n.scratch)
+	delta := n.cfg.Optimizer.Update(g, n.stepScale())
+	for i, k := range g.Keys {
+		lp.model[k] += delta[i]
+		lp.acc[k] += delta[i]
+		if !lp.marked[k] {
+			lp.marked[k] = true
+			lp.touched = append(lp.touched, k)
+		}
+	}
+	lp.inner++
+	lp.steps++
+	n.stats.LastLoss = loss
+	if lp.inner < lp.h && lp.steps < n.cfg.Iterations {
+		return nil
+	}
+	slices.Sort(lp.touched)
+	keys := slices.Clone(lp.touched)
+	change := make([]float64, len(keys))
+	for i, k := range keys {
+		change[i] = lp.acc[k]
+		lp.acc[k], lp.marked[k] = 0, false
+	}
+	lp.touched, lp.inner = lp.touched[:0], 0
+	return n.exchange(nil, nil, n.withResidual(keys, n.outerStep(keys, change)))
+}
+
+// outerStep turns the accumulated change at keys into the update's change,
+// in place: η·Δ for sgd (Δ itself at rate 1, bit for bit), η·(Δ + μ·m) with
+// m ← μ·m + Δ for Nesterov.
+func (n *Node) outerStep(keys []uint64, change []float64) []float64 {
+	lp := &n.local
+	if lp.momentum != nil {
+		for i, k := range keys {
+			m := outerMomentum*lp.momentum[k] + change[i]
+			lp.momentum[k] = m
+			change[i] += outerMomentum * m
+		}
+	}
+	if lp.rate != 1 {
+		for i := range change {
+			change[i] *= lp.rate
+		}
+	}
+	return change
+}
+
+// exchange encodes intended as the update of the next clock, applies what
+// its receivers will decode and queues it for its next hops; view and batch
+// are the step's, for sufficient factors (nil with local steps).
+func (n *Node) exchange(view []float64, batch []dataset.Row, intended codec.Sparse) error {
+	t := n.clock + 1
+	frame, err := n.encode(view, batch, intended)
+	if err != nil {
+		return fmt.Errorf("node %s: encode update %d: %w", n.cfg.ID, t, err)
+	}
+	sent, frame, err := n.fitBudget(intended, frame)
+	if err != nil {
+		return fmt.Errorf("node %s: cut update %d to the budget: %w", n.cfg.ID, t, err)
+	}
+	decoded, reason := n.decode(frame)
+	if reason != "" {
+		return fmt.Errorf("node %s: own update %d does not decode (%s)", n.cfg.ID, t, reason)
+	}
+	if n.residual != nil {
+		for i, k := range intended.Keys {
+			n.residual[k] = float64(intended.Values[i])
+		}
+		for i, k := range decoded.Keys {
+			n.residual[k] -= float64(decoded.Values[i])
+		}
+	}
+	n.clock = t
+	n.stats.FrameBytes += uint64(len(frame))
+	n.stats.PairsEncoded += uint64(len(sent.Values))
+	n.add(n.cfg.ID, t, decoded)
+	if err := n.sendOwn(t, frame, decoded); err != nil {
+		return err
+	}
+	n.commit()
+	return nil
+}
+
+// CheckLocalSteps checks local-step settings as New does, for a driver
+// that wants to refuse them before it builds any node.
+func CheckLocalSteps(steps int, outer OuterKind, rate float64) error {
+	c := Config{LocalSteps: steps, Outer: outer, OuterRate: rate, Factors: FactorsOff}
+	return checkLocalSteps(&c)
+}
