@@ -750,9 +750,7 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 	if err != nil {
 		return nil, err
 	}
-	if reply != nil && len(reply.Snapshot.Pending) > 0 && len(reply.Members) > 0 {
-		n.Receive(reply.Members[0].Member, node.EncodeEnvelope(reply.Snapshot.Pending))
-	}
+	reply.ReplayPending(n)
 	return n, nil
 }
 

@@ -45,9 +45,7 @@ func startDaemonWith(t *testing.T, ctx context.Context, set node.Settings, shard
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply != nil && len(reply.Snapshot.Pending) > 0 {
-		n.Receive(peers[0].Member, node.EncodeEnvelope(reply.Snapshot.Pending))
-	}
+	reply.ReplayPending(n)
 	a, err := NewDaemon(ctx, DaemonConfig{Mesh: "test", Host: h, Node: n, Settings: set, Peers: peers,
 		MinMembers: minMembers, MinIteration: minIteration, Heartbeat: 100 * time.Millisecond, DeadAfter: 2 * time.Second})
 	if err != nil {

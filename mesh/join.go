@@ -78,6 +78,17 @@ type JoinReply struct {
 	Witness string
 }
 
+// ReplayPending hands n, the core started from r's snapshot, the frames the
+// snapshot holds above its rows, as if the donor had sent them: they are
+// checked and applied like any update. A nil reply or one without frames
+// hands nothing.
+func (r *JoinReply) ReplayPending(n *node.Node) {
+	if r == nil || r.Snapshot == nil || len(r.Snapshot.Pending) == 0 || len(r.Members) == 0 {
+		return
+	}
+	n.Receive(r.Members[0].Member, node.EncodeEnvelope(r.Snapshot.Pending))
+}
+
 func encodeJoinRequest(q JoinRequest) []byte {
 	w := wire.NewWriter()
 	w.Array(8)

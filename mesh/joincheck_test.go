@@ -284,9 +284,7 @@ func startMember(t *testing.T, ctx context.Context, h *Host, set node.Settings, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply != nil && len(reply.Snapshot.Pending) > 0 {
-		n.Receive(peers[0].Member, node.EncodeEnvelope(reply.Snapshot.Pending))
-	}
+	reply.ReplayPending(n)
 	a, err := NewDaemon(ctx, DaemonConfig{Mesh: "test", Host: h, Node: n, Settings: set, Peers: peers,
 		MinMembers: 3, Heartbeat: 100 * time.Millisecond, DeadAfter: 1500 * time.Millisecond, MinIteration: 15 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

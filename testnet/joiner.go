@@ -157,9 +157,7 @@ func (j *joiner) join(ctx context.Context, cfg Config, members []*member, att *a
 	if err != nil {
 		return fmt.Errorf("joiner: %w", err)
 	}
-	if len(reply.Snapshot.Pending) > 0 && len(reply.Members) > 0 {
-		core.Receive(reply.Members[0].Member, node.EncodeEnvelope(reply.Snapshot.Pending))
-	}
+	reply.ReplayPending(core)
 	j.core = core
 	j.clock.Store(core.Clock())
 	// Updates sent to the joiner before its address was known may be
