@@ -152,11 +152,27 @@ type protocol struct {
 	unacked       map[string]bool
 	acked         []string
 	lastLeaveSend uint64
+	// admits are the admit announcements this node made lately, resent
+	// with its hellos until their tick (see hello).
+	admits []recentAdmit
 	// membershipChanged asks for the overlay to be rebuilt.
 	membershipChanged bool
 	// rejoin is the member this node must rejoin through (catchup.go).
 	rejoin string
 }
+
+// recentAdmit is an admit announcement and the tick up to which it is resent.
+type recentAdmit struct {
+	data  []byte
+	until uint64
+}
+
+// admitResends is how many heartbeats an admit is resent with the hellos: a
+// broadcast can be lost, and a member that missed it while the joiner said
+// nothing (killed at once, say) would refuse the joiner's updates that
+// every other member holds. An identical admit is a no-op to whoever has
+// it.
+const admitResends = 3
 
 func (n *Node) initProtocol() {
 	n.proto.info = make(map[string]*memberInfo, len(n.members))
@@ -452,6 +468,14 @@ func (n *Node) hello() {
 	if n.sign(&a) {
 		p.bcast = append(p.bcast, EncodeAnnouncement(a))
 	}
+	kept := p.admits[:0]
+	for _, r := range p.admits {
+		if r.until >= p.tick {
+			p.bcast = append(p.bcast, r.data)
+			kept = append(kept, r)
+		}
+	}
+	p.admits = kept
 }
 
 // ownEntry is the clock this node started at.
@@ -719,7 +743,9 @@ func (n *Node) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error)
 	}
 	n.admit(joiner, snap.Clock, n.cfg.ID)
 	n.proto.info[joiner].heard = n.proto.tick
-	n.proto.bcast = append(n.proto.bcast, EncodeAnnouncement(a))
+	data := EncodeAnnouncement(a)
+	n.proto.bcast = append(n.proto.bcast, data)
+	n.proto.admits = append(n.proto.admits, recentAdmit{data: data, until: n.proto.tick + admitResends*uint64(n.sc.HeartbeatTicks)})
 	n.rebuildIfChanged()
 	return snap, Admission{Member: joiner, Entry: snap.Clock, Signer: n.cfg.ID, Sig: a.Sig, JoinSig: joinSig}, nil
 }
