@@ -150,6 +150,10 @@ const (
 	// RejectAdmitLimit: an admit by a member that already has
 	// MaxSilentAdmits admitted members nobody has heard from.
 	RejectAdmitLimit = "admit_limit"
+	// RejectAcrossGap: an update of a member admitted from across a gap
+	// this node may never close (see admittedAcrossGap), refused until the
+	// gap closes or the sides of the split are settled.
+	RejectAcrossGap = "across_gap"
 )
 
 // MaxSilentAdmits bounds the members one member's admits may bring in that

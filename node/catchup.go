@@ -194,6 +194,9 @@ func (n *Node) noteLacking(from, origin string, have uint64, log []retained) {
 // acceptFrom is accept for an update that from passed on, with the rule
 // for late updates of live members (see above).
 func (n *Node) acceptFrom(from string, u Update) string {
+	if n.heldAcrossGap(u.Origin) {
+		return RejectAcrossGap
+	}
 	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && n.isMember(u.Origin) && !n.vc.Has(u.Origin, u.Clock)
 	// A gap of at most History rows holds nothing its origin, at the
 	// mesh's pace, has stopped keeping.

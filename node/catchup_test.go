@@ -238,3 +238,89 @@ func TestLeaverResendsOnlyItsOwnUpdates(t *testing.T) {
 		t.Fatalf("c, leaving, resent %v, want its own update only", got)
 	}
 }
+
+// A member of the side of a long split that keeps its state must not take
+// the updates of a joiner the other side admitted during the split: their
+// origin, young, still keeps them, so a member that asked for them would
+// get them, while the others, never told of the joiner before it rejoins,
+// would not. The keeping node takes the joiner as a member and holds its
+// updates (across_gap); the joiner's side rejoins, the joiner as a new
+// incarnation, and the mesh ends with one view, in which the old
+// incarnation's split-era updates are nowhere.
+func TestJoinerAdmittedAcrossALongSplitIsHeld(t *testing.T) {
+	n := &pnet{t: t, nodes: map[string]*Node{}, auth: macAuth{mesh: "m"}, iters: 80,
+		sync: SyncConfig{HeartbeatTicks: 2, SuspectTicks: 10, DeadTicks: 30, History: 8}}
+	ids := []string{"a/1", "b/1", "c/1"}
+	for i, id := range ids {
+		n.add(id, n.config(id, i, ids, nil))
+	}
+	for range 5 {
+		n.round()
+	}
+	side := map[string]int{"a/1": 0, "b/1": 1, "c/1": 1, "j/1": 1}
+	n.drop = func(from, to string, _ []byte) bool { return side[from] != side[to] }
+	for range 40 {
+		n.round()
+	}
+	b := n.nodes["b/1"]
+	snap, adm, err := b.Admit("j/1", n.joinSig("j/1", "b/1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := n.config("j/1", 3, nil, &snap)
+	cfg.Admission = &adm
+	n.add("j/1", cfg)
+	n.flush()
+	for range 5 { // fewer updates than the history: the joiner keeps all
+		n.round()
+	}
+	a, j := n.nodes["a/1"], n.nodes["j/1"]
+	if j.Clock() <= adm.Entry+1 {
+		t.Fatalf("the joiner did not train during the split: clock %d, entry %d", j.Clock(), adm.Entry)
+	}
+	n.drop = nil
+	rejoined := map[string]bool{}
+	for r := 0; r < 100 && len(rejoined) < 3; r++ {
+		n.round()
+		for _, e := range n.events {
+			if e.Kind != EventRejoin {
+				continue
+			}
+			for _, id := range []string{"b/1", "c/1", "j/1"} {
+				if s := n.nodes[id]; s != nil && s.Rejoining() == e.Member && !rejoined[id] && e.Member == "a/1" {
+					rejoined[id] = true
+				}
+			}
+		}
+		n.events = n.events[:0]
+	}
+	if !a.isMember("j/1") {
+		t.Fatal("the keeping node never learned of the joiner")
+	}
+	if got := a.VectorClock().Get("j/1"); got != adm.Entry {
+		t.Fatalf("the keeping node took the joiner's split-era updates up to %d (entry %d)", got, adm.Entry)
+	}
+	if a.Stats().Rejected[RejectAcrossGap] == 0 {
+		t.Fatalf("no update refused as %s: %v", RejectAcrossGap, a.Stats().Rejected)
+	}
+	if len(rejoined) != 3 || a.Rejoining() != "" {
+		t.Fatalf("rejoined through a: %v; a rejoins through %q", rejoined, a.Rejoining())
+	}
+	for i, old := range []string{"b/1", "c/1", "j/1"} {
+		id := nameOf(old) + "/2"
+		snap, adm, err := a.Admit(id, n.joinSig(id, "a/1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.nodes[old] = nil
+		cfg := n.config(id, i+1, nil, &snap)
+		cfg.Admission = &adm
+		n.add(id, cfg)
+		n.flush()
+	}
+	n.runUntilDone(400)
+	if got := a.Live(); !slices.Equal(got, []string{"a/1", "b/2", "c/2", "j/2"}) {
+		t.Fatalf("a counts %v live", got)
+	}
+	n.checkSameViews()
+}

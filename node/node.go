@@ -209,7 +209,7 @@ func RejectReasons() []string {
 		RejectBadFrame, RejectBadShape, RejectBadFactors, RejectNorm, RejectAfterLeave, RejectBadSignature,
 		RejectNaN, RejectBadSync, RejectSyncBudget, RejectMarkedRefused,
 		RejectBadAnnouncement, RejectForgedAnnouncement, RejectStaleIncarnation, RejectStaleHello,
-		RejectNotAdmitted, RejectReadmit, RejectAdmitLimit, RejectSignFailed, RejectBadGone, RejectLateGap, RejectLateRelayed}
+		RejectNotAdmitted, RejectReadmit, RejectAdmitLimit, RejectSignFailed, RejectBadGone, RejectLateGap, RejectLateRelayed, RejectAcrossGap}
 }
 
 // Stats are a node's counters. All byte counts are envelope bytes as handed
