@@ -23,12 +23,10 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/sketchmesh/sketchmesh/checkpoint"
-	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
-	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 // listFlag is a repeatable string flag.
@@ -49,14 +47,7 @@ type runFlags struct {
 	announce, relay listFlag
 	relayService    bool
 	mesh            string
-	model           string
-	l2              float64
 	dim             uint64
-	codec           string
-	errorFeedback   bool
-	sfb             string
-	staleness       int
-	iterations      uint64
 	seed            uint64
 	topology        string
 	sites           string
@@ -78,15 +69,15 @@ type runFlags struct {
 	logFormat       string
 	json            bool
 	saveModel       string
-	hashBits        uint
-	format          string
 	maxDropped      float64
 	stream          streamFlags
 	// batches is the stream of --stream, once it is open.
 	batches  *streamSource
 	history  int
 	training trainingFlags
-	exchange exchangeFlags
+	// proposed are the settings the flags give, before the data gives
+	// the dimension and the default rate (settings).
+	proposed node.Settings
 }
 
 // meshWide ends the help of a setting the mesh holds: a joiner given it
@@ -102,18 +93,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.join, "join", "multiaddr of a mesh member to join through, ending in /p2p/<peer id>; repeatable, tried in order (none: found a new mesh)")
 	f.registerReach(fs)
 	fs.StringVar(&f.mesh, "mesh", "sketchmesh", "mesh name: members of other meshes are refused")
-	fs.StringVar(&f.model, "model", "lr", "model: lr, svm, linear or softmax"+meshWide)
-	f.training.register(fs)
-	fs.Lookup("optimizer").Usage += meshWide
-	fs.Lookup("lr").Usage += meshWide
-	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength >= 0"+meshWide)
+	f.training.register(fs, runCommand)
 	fs.Uint64Var(&f.dim, "dim", 0, "model dimension: the largest feature id with a weight (0 = the largest in --data)"+meshWide)
-	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+""+meshWide)
-	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update"+meshWide)
-	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always"+meshWide)
-	fs.IntVar(&f.staleness, "staleness", stepStaleness, stalenessHelp+meshWide)
-	f.exchange.register(fs, meshWide)
-	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped"+meshWide)
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for mini-batch sampling and the held-out test split")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links, relayed) or full")
 	fs.StringVar(&f.sites, "sites", "auto", sitesHelp+"; a member with off announces no site, which keeps the whole mesh on the flat overlay")
@@ -135,22 +116,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often a progress line is logged")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
-	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp+" (a joiner takes the mesh's)")
-	fs.StringVar(&f.format, "format", "auto", formatHelp)
 	f.stream.register(fs)
 	fs.Float64Var(&f.maxDropped, "max-dropped", defaultMaxDroppedPercent, "refuse to train, in percent, when more of this node's non-zeros than this lie above the mesh's dimension (or more of its rows have labels the mesh has no class for): its data does not fit the mesh")
 	fs.StringVar(&f.saveModel, "save-model", "", "write this node's model to this file with every checkpoint (every --checkpoint-every iterations) and at the end, atomically")
-}
-
-// meshSettings are the settings named by node.SettingNames that a joiner
-// may give explicitly; the flag names match.
-func (f *runFlags) settings(maxFeature uint64, classes []float64, lr float64) node.Settings {
-	return node.Settings{
-		Model: model.Kind(f.model), MaxFeature: maxFeature, Classes: classes, L2: f.l2,
-		Optimizer: model.OptimizerKind(f.training.optimizer), LearningRate: lr, Staleness: f.staleness,
-		Codec: f.codec, ErrorFeedback: f.errorFeedback, Factors: node.FactorMode(f.sfb), Iterations: f.iterations,
-		HashBits: f.hashBits, LocalSteps: f.exchange.localSteps, Outer: node.OuterKind(f.exchange.outer), OuterRate: f.exchange.outerLR,
-	}
 }
 
 // runReport is the run command's final JSON.
@@ -212,7 +180,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.check(); err != nil {
 		return err
 	}
-	f.staleness = f.exchange.staleness(f.staleness, slices.Contains(explicit, node.SettingStaleness))
+	if f.proposed, err = f.training.settings(flagGiven(fs, node.SettingErrorFeedback), slices.Contains(explicit, node.SettingStaleness)); err != nil {
+		return err
+	}
 	joinAddrs, err := parseJoin(f.join)
 	if err != nil {
 		return err
@@ -258,7 +228,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var train, test *dataset.Dataset
 	var stream *streamed
 	if f.stream.on {
-		if stream, err = f.stream.prepare(fs, f.data, f.testData, f.format, f.model, f.hashBits, f.dim, &f.training.batch); err != nil {
+		if stream, err = f.stream.prepare(fs, f.data, f.testData, f.training.format, f.training.model, f.training.hashBits, f.dim, &f.training.batch); err != nil {
 			return err
 		}
 		if _, _, err := parseShard(f.shard); err != nil {
@@ -266,7 +236,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		train, test = stream.train, stream.test
 	} else {
-		if train, test, err = loadData(f.data, f.testData, f.seed, f.hashBits, f.format); err != nil {
+		if train, test, err = loadData(f.data, f.testData, f.seed, f.training.hashBits, f.training.format); err != nil {
 			return err
 		}
 		if train, err = takeShard(train, f.shard); err != nil {
@@ -325,11 +295,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "member: %s (the join was retried as a new incarnation)\n", self)
 		}
 	}
-	if settings.HashBits != f.hashBits {
+	if settings.HashBits != f.training.hashBits {
 		// The mesh (or the checkpoint) hashes ids and this node was not
 		// told: map its data the mesh's way.
-		if f.hashBits != 0 {
-			return fmt.Errorf("this node's data was hashed with --hash-bits %d, the mesh trains with %d", f.hashBits, settings.HashBits)
+		if f.training.hashBits != 0 {
+			return fmt.Errorf("this node's data was hashed with --hash-bits %d, the mesh trains with %d", f.training.hashBits, settings.HashBits)
 		}
 		train, test = train.Hashed(settings.HashBits), test.Hashed(settings.HashBits)
 	}
@@ -533,32 +503,14 @@ func (f *runFlags) check() error {
 		name, v string
 		allowed []string
 	}{
-		{"model", f.model, []string{"lr", "svm", "linear", "softmax"}},
-		{"codec", f.codec, codec.Names()},
 		{"topology", f.topology, []string{"halton", "full"}},
 		{"sites", f.sites, []string{"auto", "off"}},
-		{"sfb", f.sfb, []string{"off", "auto", "always"}},
 		{"log-format", f.logFormat, []string{"text", "json"}},
 		{"robust", f.robust, []string{"off", "clip"}},
 	} {
 		if err := oneOf(c.name, c.v, c.allowed...); err != nil {
 			return err
 		}
-	}
-	if err := f.training.check(); err != nil {
-		return err
-	}
-	if err := checkTraining(f.l2, 1, f.staleness); err != nil {
-		return err
-	}
-	if err := f.exchange.check(); err != nil {
-		return err
-	}
-	if err := f.exchange.checkBudget(f.codec, f.errorFeedback); err != nil {
-		return err
-	}
-	if f.sfb != "off" && f.exchange.localSteps > 1 {
-		return badInput("--sfb %s: the change of %d local steps has no sufficient factors; use --local-steps 1 or --sfb off", f.sfb, f.exchange.localSteps)
 	}
 	switch {
 	case f.deadAfter <= 0:
@@ -673,22 +625,18 @@ func (f *runFlags) founderSettings(train, rateRows *dataset.Dataset, saved *chec
 	if saved != nil {
 		return saved.Settings, nil
 	}
-	if f.sfb != "off" {
-		f.errorFeedback = false
-	}
-	mdl, err := testnet.NewModel(model.Kind(f.model), f.l2, train)
+	mdl, err := model.NewModel(f.proposed.Model, f.proposed.L2, train)
 	if err != nil {
 		return node.Settings{}, modelError(train, err)
 	}
-	dim := f.dim
-	if dim == 0 {
-		dim = mdl.Config().MaxFeature
+	s := f.proposed
+	s.MaxFeature, s.Classes = f.dim, mdl.Config().Classes
+	if s.MaxFeature == 0 {
+		s.MaxFeature = mdl.Config().MaxFeature
 	}
-	lr, err := f.training.rate(model.Kind(f.model), rateRows)
-	if err != nil {
+	if s, err = withDefaultRate(s, rateRows); err != nil {
 		return node.Settings{}, err
 	}
-	s := f.settings(dim, mdl.Config().Classes, lr)
 	if _, _, _, err := s.Build(); err != nil {
 		return node.Settings{}, usageError{err}
 	}
@@ -704,15 +652,15 @@ func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset,
 		return nil, fmt.Errorf("mesh settings: %w", err)
 	}
 	batch := int(f.training.batch)
-	if f.training.batch < 1 {
-		batch = max(1, int(f.training.batch*float64(len(train.Rows))))
+	if f.batches == nil {
+		batch = node.BatchRows(f.training.batch, len(train.Rows))
 	}
 	cfg := node.Config{
 		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,
 		ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness, Iterations: s.Iterations,
 		BatchSize: batch, Seed: f.seed, Shard: train.Rows, Factors: s.Factors, Auth: auth,
 		LocalSteps: s.LocalSteps, Outer: s.Outer, OuterRate: s.OuterRate,
-		BudgetBytes: f.exchange.budget, Priority: node.PriorityMode(f.exchange.priority),
+		BudgetBytes: f.training.exchange.budget, Priority: node.PriorityMode(f.training.exchange.priority),
 	}
 	if f.batches != nil {
 		// A rejoined core goes on with the stream where the last left it.

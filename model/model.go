@@ -24,6 +24,32 @@ const (
 // Kinds lists the model names a user may select.
 func Kinds() []Kind { return []Kind{LogisticRegression, LinearSVM, LinearRegression, Softmax} }
 
+// Describe names what the model is, for help texts.
+func (k Kind) Describe() string {
+	switch k {
+	case LogisticRegression:
+		return "logistic regression"
+	case LinearSVM:
+		return "linear SVM"
+	case LinearRegression:
+		return "least squares"
+	case Softmax:
+		return "multinomial logistic regression"
+	}
+	return "unknown model"
+}
+
+// NewModel returns the model of kind over train: its dimension is the
+// largest feature id of the rows, and a softmax model's classes are their
+// labels.
+func NewModel(kind Kind, l2 float64, train *dataset.Dataset) (*Model, error) {
+	mc := Config{Kind: kind, MaxFeature: train.MaxFeature, L2: l2}
+	if kind == Softmax {
+		mc.Classes = train.Labels()
+	}
+	return New(mc)
+}
+
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("invalid model configuration")
 

@@ -123,15 +123,14 @@ func (s Settings) Conflict(mesh Settings, explicit []string) error {
 	return nil
 }
 
-// Build returns the model, optimizer and codec the settings describe.
+// Build returns the model, optimizer and codec the settings describe,
+// once Validate passes and the learning rate and dimension are known.
 func (s Settings) Build() (*model.Model, model.Optimizer, codec.Codec, error) {
-	if s.HashBits > 0 {
-		if err := dataset.CheckHashBits(s.HashBits); err != nil {
-			return nil, nil, nil, err
-		}
-		if s.MaxFeature != 1<<s.HashBits {
-			return nil, nil, nil, fmt.Errorf("dimension %d does not match %d hash bits (2^%d)", s.MaxFeature, s.HashBits, s.HashBits)
-		}
+	if err := s.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	if s.HashBits > 0 && s.MaxFeature != 1<<s.HashBits {
+		return nil, nil, nil, fmt.Errorf("dimension %d does not match %d hash bits (2^%d)", s.MaxFeature, s.HashBits, s.HashBits)
 	}
 	m, err := model.New(model.Config{Kind: s.Model, MaxFeature: s.MaxFeature, Classes: s.Classes, L2: s.L2})
 	if err != nil {
@@ -143,16 +142,6 @@ func (s Settings) Build() (*model.Model, model.Optimizer, codec.Codec, error) {
 	}
 	c, err := codec.ByName(s.Codec)
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	if s.Staleness < 0 {
-		return nil, nil, nil, fmt.Errorf("staleness must be >= 0, got %d", s.Staleness)
-	}
-	lc := Config{LocalSteps: s.LocalSteps, Outer: s.Outer, OuterRate: s.OuterRate, Factors: s.Factors}
-	if lc.Factors == "" {
-		lc.Factors = FactorsOff
-	}
-	if err := checkLocalSteps(&lc); err != nil {
 		return nil, nil, nil, err
 	}
 	return m, opt, c, nil
