@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -363,7 +362,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.checkpointDir != "" || f.saveModel != "" {
 		daemonCfg.Checkpoint = func(n *node.Node) error {
 			if f.checkpointDir != "" {
-				if err := saveCheckpoint(f.checkpointDir, f.mesh, settings, n); err != nil {
+				if err := mesh.SaveCheckpoint(f.checkpointDir, f.mesh, settings, n); err != nil {
 					return err
 				}
 			}
@@ -450,7 +449,7 @@ func (b *keptBest) observe(n *node.Node, loss float64) {
 	if b.saved && !(loss < b.loss) || math.IsNaN(loss) {
 		return
 	}
-	if err := saveCheckpoint(b.dir, b.mesh, b.settings, n); err != nil {
+	if err := mesh.SaveCheckpoint(b.dir, b.mesh, b.settings, n); err != nil {
 		b.logger.Error("best model not kept; training goes on", "dir", b.dir, "err", err)
 		return
 	}
@@ -592,28 +591,21 @@ func (f *runFlags) identity(logger *slog.Logger) (crypto.PrivKey, error) {
 }
 
 // loadCheckpoint reads the checkpoint of --checkpoint-dir, if there is one,
-// and checks that it belongs to this key and mesh. A corrupt checkpoint is
-// an error: it is never silently replaced.
+// and checks that it belongs to this key and mesh (mesh.LoadCheckpoint).
 func (f *runFlags) loadCheckpoint(key crypto.PrivKey) (*checkpoint.State, error) {
 	if f.checkpointDir == "" {
 		return nil, nil
 	}
-	st, err := checkpoint.Load(f.checkpointDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	self, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	st, err := mesh.LoadCheckpoint(f.checkpointDir, self, f.mesh)
+	if errors.Is(err, mesh.ErrForeignCheckpoint) {
+		return nil, badInput("--checkpoint-dir %w", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--checkpoint-dir %s: %w (move it away to start afresh)", f.checkpointDir, err)
-	}
-	owner, err := mesh.PeerOf(st.Member)
-	if err != nil {
-		return nil, fmt.Errorf("--checkpoint-dir %s: %w", f.checkpointDir, err)
-	}
-	if p, err := peer.IDFromPrivateKey(key); err == nil && p != owner {
-		return nil, badInput("--checkpoint-dir %s holds the checkpoint of peer %s, not of this key's peer %s", f.checkpointDir, owner, p)
-	}
-	if st.Mesh != f.mesh {
-		return nil, badInput("--checkpoint-dir %s holds a checkpoint of mesh %q, not %q", f.checkpointDir, st.Mesh, f.mesh)
+		return nil, fmt.Errorf("--checkpoint-dir %w", err)
 	}
 	return st, nil
 }
@@ -643,73 +635,27 @@ func (f *runFlags) founderSettings(train, rateRows *dataset.Dataset, saved *chec
 	return s, nil
 }
 
-// newCore builds the node core: fresh for a founder, from the mesh's
-// snapshot for a joiner, from the checkpoint's rows for a founder that
-// resumes; a resuming node keeps its optimizer state.
+// newCore builds the node core (mesh.NewCore) from this node's own
+// settings: its batch, seed, shard or stream, budget, screen and history.
 func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset, reply *mesh.JoinReply, saved *checkpoint.State, auth node.Authenticator) (*node.Node, error) {
-	mdl, opt, cdc, err := s.Build()
-	if err != nil {
-		return nil, fmt.Errorf("mesh settings: %w", err)
-	}
-	batch := int(f.training.batch)
-	if f.batches == nil {
-		batch = node.BatchRows(f.training.batch, len(train.Rows))
-	}
 	cfg := node.Config{
-		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,
-		ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness, Iterations: s.Iterations,
-		BatchSize: batch, Seed: f.seed, Shard: train.Rows, Factors: s.Factors, Auth: auth,
-		LocalSteps: s.LocalSteps, Outer: s.Outer, OuterRate: s.OuterRate,
+		ID: self, Seed: f.seed, Shard: train.Rows, Auth: auth,
 		BudgetBytes: f.training.exchange.budget, Priority: node.PriorityMode(f.training.exchange.priority),
+		Sync: node.SyncConfig{History: f.history},
 	}
 	if f.batches != nil {
 		// A rejoined core goes on with the stream where the last left it.
-		cfg.Batches = f.batches
+		cfg.Batches, cfg.BatchSize = f.batches, int(f.training.batch)
+	} else {
+		cfg.BatchSize = node.BatchRows(f.training.batch, len(train.Rows))
 	}
 	if f.robust == "clip" {
+		var err error
 		if cfg.Robust, err = node.NewRobust(node.RobustConfig{Clip: true}); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.Iterations == 0 {
-		cfg.Iterations = ^uint64(0)
-	}
-	switch {
-	case reply != nil:
-		cfg.Members, cfg.Start, cfg.Admission = nil, reply.Snapshot, &reply.Admission
-	case saved != nil:
-		rows := *saved.Rows
-		rows.Pending = nil
-		// Resuming without a mesh to rejoin: the other members are not
-		// waited for until they announce themselves.
-		rows.Members = slices.Clone(rows.Members)
-		for i := range rows.Members {
-			rows.Members[i].Live = false
-		}
-		cfg.Members, cfg.Start = nil, &rows
-	}
-	if saved != nil {
-		if err := opt.Restore(saved.Optimizer); err != nil {
-			return nil, fmt.Errorf("checkpoint optimizer state: %w", err)
-		}
-	}
-	cfg.Sync = node.SyncConfig{History: f.history}
-	n, err := node.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	reply.ReplayPending(n)
-	return n, nil
-}
-
-// saveCheckpoint writes the node's committed rows, clock and optimizer
-// state.
-func saveCheckpoint(dir, meshName string, s node.Settings, n *node.Node) error {
-	rows := n.Rows()
-	return checkpoint.Save(dir, &checkpoint.State{
-		Mesh: meshName, Member: n.ID(), Settings: s, Clock: n.Clock(), Rows: &rows,
-		Optimizer: n.Config().Optimizer.State(),
-	})
+	return mesh.NewCore(s, cfg, mesh.Start{Reply: reply, Saved: saved})
 }
 
 // modelSaver writes --save-model for the checkpoint hook and at the end.
