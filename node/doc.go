@@ -59,6 +59,15 @@
 // poison would close every staleness gate for good. Without signatures it
 // is dropped, since anyone could then block a member's clock with a forgery.
 //
+// # Message formats
+//
+// Every message of the core is read with package wire's checked Reader and
+// written with its Writer, next to the type it carries: update envelopes in
+// wire.go, sync requests in sync.go, gone notices in catchup.go,
+// announcements in announce.go, settings in settings.go and snapshots in
+// snapshot.go. Each decoder is fuzzed, with its corpus in
+// testdata/fuzz.
+//
 // # Membership
 //
 // Members join from a snapshot of another member's rows, checked against a
