@@ -9,7 +9,10 @@
 // followed by that many bytes of envelope (node.EncodeEnvelope). A length
 // above node.MaxEnvelopeBytes is refused before anything is allocated and the
 // stream is reset. Each peer gets one long-lived outbound stream, opened on
-// first use and reopened once after a failure.
+// first use and reopened once after a failure (sender.go). The daemon
+// drives the network through a Transport (transport.go), which Host
+// implements; what the host knows of each link, direct or relayed and
+// failing since when, is kept in links.go.
 //
 // # The long-running node
 //

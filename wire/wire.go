@@ -1,5 +1,5 @@
-// Package wire reads and writes the msgpack shapes that sketchmesh puts on
-// the network and on disk (update envelopes, sync requests, join requests
+// Package wire owns the checked reading and writing of the msgpack shapes
+// that sketchmesh puts on the network and on disk (update envelopes, sync requests, join requests
 // and replies, membership announcements, snapshots, checkpoints), without
 // reflection.
 //
