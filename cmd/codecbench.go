@@ -79,7 +79,7 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if err := oneOf("model", *modelName, modelKinds()...); err != nil {
+	if err := oneOf("model", *modelName, model.KindNames()...); err != nil {
 		return err
 	}
 	names, err := parseList("codecs", *codecs)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/sketchmesh/sketchmesh/codec"
@@ -56,15 +57,6 @@ func modelNames(described bool) string {
 		}
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
-
-// modelKinds lists the model names, as oneOf takes them.
-func modelKinds() []string {
-	var names []string
-	for _, k := range model.Kinds() {
-		names = append(names, string(k))
-	}
-	return names
 }
 
 // register declares the training flags of f.command on fs.
@@ -150,6 +142,8 @@ func (f *trainingFlags) settings(errorFeedbackGiven, stalenessGiven bool) (node.
 	switch {
 	case f.iterations < 1 && f.command != runCommand:
 		return s, badInput("--iterations %d: want >= 1", f.iterations)
+	case f.iterations > math.MaxInt32 && f.command != runCommand:
+		return s, badInput("--iterations %d: want at most %d", f.iterations, math.MaxInt32)
 	case f.evalEvery < 0:
 		return s, badInput("--eval-every %d: want >= 0", f.evalEvery)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 )
@@ -23,6 +24,15 @@ const (
 
 // Kinds lists the model names a user may select.
 func Kinds() []Kind { return []Kind{LogisticRegression, LinearSVM, LinearRegression, Softmax} }
+
+// KindNames lists Kinds as strings, for flag checks and messages.
+func KindNames() []string {
+	names := make([]string, 0, len(Kinds()))
+	for _, k := range Kinds() {
+		names = append(names, string(k))
+	}
+	return names
+}
 
 // Describe names what the model is, for help texts.
 func (k Kind) Describe() string {
@@ -82,10 +92,8 @@ type Model struct {
 
 // New validates cfg and returns the model.
 func New(cfg Config) (*Model, error) {
-	switch cfg.Kind {
-	case LogisticRegression, LinearSVM, LinearRegression, Softmax:
-	default:
-		return nil, fmt.Errorf("%w: unknown model %q (known: lr, svm, linear, softmax)", ErrConfig, cfg.Kind)
+	if !slices.Contains(Kinds(), cfg.Kind) {
+		return nil, fmt.Errorf("%w: unknown model %q (known: %s)", ErrConfig, cfg.Kind, strings.Join(KindNames(), ", "))
 	}
 	if cfg.MaxFeature == 0 {
 		return nil, fmt.Errorf("%w: the data has no features", ErrConfig)

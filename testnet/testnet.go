@@ -40,7 +40,7 @@ type Config struct {
 	LR        float64
 	L2        float64
 	// Batch is the mini-batch per node: a fraction of the node's shard when
-	// below 1, a row count otherwise.
+	// below 1 (rounded up), a row count otherwise (node.BatchRows).
 	Batch      float64
 	Iterations int
 	Seed       uint64
