@@ -15,7 +15,6 @@ import (
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/sfb"
-	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 // benchPoint is one gradient the codecs are measured on.
@@ -71,7 +70,7 @@ type codecBenchReport struct {
 func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("codec-bench", "codec-bench [flags]", "Measures every codec on real mini-batch gradients, taken at the first iteration and after 1, 5 and 20 epochs of single-node training.", stderr)
 	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz); with --rows, a comma-separated list of them")
-	modelName := fs.String("model", "lr", "model whose gradients are measured: lr, svm, linear or softmax (softmax also measures sufficient factor frames)")
+	modelName := fs.String("model", "lr", "model whose gradients are measured: "+modelNames(false)+" (softmax also measures sufficient factor frames)")
 	batch := fs.Float64("batch", 0.1, "mini-batch: a fraction of the data when below 1, else a row count")
 	codecs := fs.String("codecs", strings.Join(codec.Names(), ","), "codecs to measure, comma-separated; each a name with optional sketchml options, e.g. sketchml:layout=width (see codec.ParseSpec)")
 	seed := fs.Uint64("seed", 1, "seed of the mini-batch sampling")
@@ -80,7 +79,7 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if err := oneOf("model", *modelName, "lr", "svm", "linear", "softmax"); err != nil {
+	if err := oneOf("model", *modelName, model.KindNames()...); err != nil {
 		return err
 	}
 	names, err := parseList("codecs", *codecs)
@@ -95,8 +94,8 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		cdcs = append(cdcs, namedCodec{n, c})
 	}
-	if err := checkBatch(*batch); err != nil {
-		return err
+	if err := node.CheckBatch(*batch); err != nil {
+		return settingError(err)
 	}
 	if *asRows {
 		sets, err := parseList("data", *data)
@@ -153,15 +152,11 @@ func benchDataset(ctx context.Context, data, modelName string, batch float64, se
 	if err != nil {
 		return codecBenchReport{}, usageError{fmt.Errorf("--data: %w", err)}
 	}
-	mdl, err := testnet.NewModel(model.Kind(modelName), 0, train)
+	mdl, err := model.NewModel(model.Kind(modelName), 0, train)
 	if err != nil {
 		return codecBenchReport{}, usageError{err}
 	}
-	rows := int(batch)
-	if batch < 1 {
-		rows = max(1, int(math.Ceil(batch*float64(len(train.Rows)))))
-	}
-	rows = min(rows, len(train.Rows))
+	rows := node.BatchRows(batch, len(train.Rows))
 	fmt.Fprintf(stderr, "codec-bench: %s gradients on %s (%d rows, %d features), %d rows a batch\n", modelName, train.Name, len(train.Rows), train.MaxFeature, rows)
 
 	points, grads, factors, err := benchGradients(ctx, mdl, train, rows, seed)

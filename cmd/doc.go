@@ -1,5 +1,9 @@
 // Package cmd owns the sketchmesh command line: it turns flags into
 // configurations, runs them, and prints progress, tables and JSON reports.
+// The training flags of testnet, run and simulate are declared once
+// (training.go) and become one node.Settings; what a long-running node
+// does to start (its checkpoint, the core it resumes or joins with) is
+// package mesh's bootstrap, which run only calls.
 // The binary in cmd/sketchmesh only calls Main, so tests run the whole
 // command in-process.
 //

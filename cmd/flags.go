@@ -8,69 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-
-	"github.com/sketchmesh/sketchmesh/dataset"
-	"github.com/sketchmesh/sketchmesh/model"
 )
-
-// trainingFlags are the training flags run, testnet and simulate share,
-// with the same defaults and meanings in each.
-type trainingFlags struct {
-	optimizer string
-	lr        float64
-	batch     float64
-	evalEvery int
-	logLevel  string
-}
-
-func (f *trainingFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: sgd or adam (β1 0.9, β2 0.999, ε 1e-8)")
-	fs.Float64Var(&f.lr, "lr", 0, fmt.Sprintf("learning rate; 0 = the optimizer's default: adam %g; sgd 1 for lr and svm, 10 for softmax, 0.5 for linear, divided by the training rows' mean squared norm when it is above 1", model.AdamDefaultRate))
-	fs.Float64Var(&f.batch, "batch", 0.1, "mini-batch per node: a fraction of its training rows when below 1, else a row count")
-	fs.IntVar(&f.evalEvery, "eval-every", 0, "iterations between test-set evaluations, each one a progress point (0 = about ten per run, every 100 iterations when the run has no end)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error (logs go to stderr)")
-}
-
-// check validates the shared flags.
-func (f *trainingFlags) check() error {
-	if err := oneOf("optimizer", f.optimizer, "sgd", "adam"); err != nil {
-		return err
-	}
-	switch {
-	case !(f.lr >= 0) || f.lr > 1e12:
-		return badInput("--lr %v: want a finite value > 0, or 0 for the optimizer's default", f.lr)
-	case f.evalEvery < 0:
-		return badInput("--eval-every %d: want >= 0", f.evalEvery)
-	}
-	if _, err := parseLevel(f.logLevel); err != nil {
-		return err
-	}
-	return checkBatch(f.batch)
-}
-
-// rate is --lr, or the optimizer's default for the model and the rows.
-func (f *trainingFlags) rate(kind model.Kind, train *dataset.Dataset) (float64, error) {
-	if f.lr > 0 {
-		return f.lr, nil
-	}
-	lr, err := model.DefaultRate(model.OptimizerKind(f.optimizer), kind, model.MeanSquaredNorm(train.Rows))
-	if err != nil {
-		return 0, usageError{err}
-	}
-	return lr, nil
-}
-
-// evalInterval is --eval-every, or about ten evaluations over iterations
-// (every 100 when iterations is 0, a run without end).
-func (f *trainingFlags) evalInterval(iterations uint64) uint64 {
-	switch {
-	case f.evalEvery > 0:
-		return uint64(f.evalEvery)
-	case iterations == 0:
-		return 100
-	}
-	return max(1, iterations/10)
-}
 
 func parseLevel(level string) (slog.Level, error) {
 	var l slog.Level

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"os/signal"
 	"sort"
@@ -154,28 +153,6 @@ func newLogger(stderr io.Writer, level string) (*slog.Logger, error) {
 		return nil, err
 	}
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l})), nil
-}
-
-// checkBatch validates --batch: a fraction of a shard, or a whole row count.
-func checkBatch(batch float64) error {
-	if !(batch > 0) || math.IsInf(batch, 0) || (batch > 1 && batch != math.Trunc(batch)) {
-		return badInput("--batch %v: want a fraction in (0,1] or a whole row count", batch)
-	}
-	return nil
-}
-
-// checkTraining validates the model flags testnet and simulate share
-// besides trainingFlags.
-func checkTraining(l2 float64, iterations, staleness int) error {
-	switch {
-	case !(l2 >= 0) || math.IsInf(l2, 0):
-		return badInput("--l2 %v: want a finite value >= 0", l2)
-	case iterations < 1:
-		return badInput("--iterations %d: want >= 1", iterations)
-	case staleness < 0:
-		return badInput("--staleness %d: want >= 0", staleness)
-	}
-	return nil
 }
 
 // oneOf checks that v is among allowed.

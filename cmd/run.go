@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -23,12 +22,10 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/sketchmesh/sketchmesh/checkpoint"
-	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
-	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 // listFlag is a repeatable string flag.
@@ -49,14 +46,7 @@ type runFlags struct {
 	announce, relay listFlag
 	relayService    bool
 	mesh            string
-	model           string
-	l2              float64
 	dim             uint64
-	codec           string
-	errorFeedback   bool
-	sfb             string
-	staleness       int
-	iterations      uint64
 	seed            uint64
 	topology        string
 	sites           string
@@ -78,15 +68,15 @@ type runFlags struct {
 	logFormat       string
 	json            bool
 	saveModel       string
-	hashBits        uint
-	format          string
 	maxDropped      float64
 	stream          streamFlags
 	// batches is the stream of --stream, once it is open.
 	batches  *streamSource
 	history  int
 	training trainingFlags
-	exchange exchangeFlags
+	// proposed are the settings the flags give, before the data gives
+	// the dimension and the default rate (settings).
+	proposed node.Settings
 }
 
 // meshWide ends the help of a setting the mesh holds: a joiner given it
@@ -102,18 +92,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.join, "join", "multiaddr of a mesh member to join through, ending in /p2p/<peer id>; repeatable, tried in order (none: found a new mesh)")
 	f.registerReach(fs)
 	fs.StringVar(&f.mesh, "mesh", "sketchmesh", "mesh name: members of other meshes are refused")
-	fs.StringVar(&f.model, "model", "lr", "model: lr, svm, linear or softmax"+meshWide)
-	f.training.register(fs)
-	fs.Lookup("optimizer").Usage += meshWide
-	fs.Lookup("lr").Usage += meshWide
-	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength >= 0"+meshWide)
+	f.training.register(fs, runCommand)
 	fs.Uint64Var(&f.dim, "dim", 0, "model dimension: the largest feature id with a weight (0 = the largest in --data)"+meshWide)
-	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+""+meshWide)
-	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update"+meshWide)
-	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factors for softmax: off, auto or always"+meshWide)
-	fs.IntVar(&f.staleness, "staleness", stepStaleness, stalenessHelp+meshWide)
-	f.exchange.register(fs, meshWide)
-	fs.Uint64Var(&f.iterations, "iterations", 0, "iteration at which every member stops, 0 = train until stopped"+meshWide)
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for mini-batch sampling and the held-out test split")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links, relayed) or full")
 	fs.StringVar(&f.sites, "sites", "auto", sitesHelp+"; a member with off announces no site, which keeps the whole mesh on the flat overlay")
@@ -135,22 +115,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often a progress line is logged")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&f.json, "json", false, "print the final result as one JSON object on stdout")
-	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp+" (a joiner takes the mesh's)")
-	fs.StringVar(&f.format, "format", "auto", formatHelp)
 	f.stream.register(fs)
 	fs.Float64Var(&f.maxDropped, "max-dropped", defaultMaxDroppedPercent, "refuse to train, in percent, when more of this node's non-zeros than this lie above the mesh's dimension (or more of its rows have labels the mesh has no class for): its data does not fit the mesh")
 	fs.StringVar(&f.saveModel, "save-model", "", "write this node's model to this file with every checkpoint (every --checkpoint-every iterations) and at the end, atomically")
-}
-
-// meshSettings are the settings named by node.SettingNames that a joiner
-// may give explicitly; the flag names match.
-func (f *runFlags) settings(maxFeature uint64, classes []float64, lr float64) node.Settings {
-	return node.Settings{
-		Model: model.Kind(f.model), MaxFeature: maxFeature, Classes: classes, L2: f.l2,
-		Optimizer: model.OptimizerKind(f.training.optimizer), LearningRate: lr, Staleness: f.staleness,
-		Codec: f.codec, ErrorFeedback: f.errorFeedback, Factors: node.FactorMode(f.sfb), Iterations: f.iterations,
-		HashBits: f.hashBits, LocalSteps: f.exchange.localSteps, Outer: node.OuterKind(f.exchange.outer), OuterRate: f.exchange.outerLR,
-	}
 }
 
 // runReport is the run command's final JSON.
@@ -212,7 +179,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.check(); err != nil {
 		return err
 	}
-	f.staleness = f.exchange.staleness(f.staleness, slices.Contains(explicit, node.SettingStaleness))
+	if f.proposed, err = f.training.settings(flagGiven(fs, node.SettingErrorFeedback), slices.Contains(explicit, node.SettingStaleness)); err != nil {
+		return err
+	}
 	joinAddrs, err := parseJoin(f.join)
 	if err != nil {
 		return err
@@ -258,7 +227,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var train, test *dataset.Dataset
 	var stream *streamed
 	if f.stream.on {
-		if stream, err = f.stream.prepare(fs, f.data, f.testData, f.format, f.model, f.hashBits, f.dim, &f.training.batch); err != nil {
+		if stream, err = f.stream.prepare(fs, f.data, f.testData, f.training.format, f.training.model, f.training.hashBits, f.dim, &f.training.batch); err != nil {
 			return err
 		}
 		if _, _, err := parseShard(f.shard); err != nil {
@@ -266,7 +235,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		train, test = stream.train, stream.test
 	} else {
-		if train, test, err = loadData(f.data, f.testData, f.seed, f.hashBits, f.format); err != nil {
+		if train, test, err = loadData(f.data, f.testData, f.seed, f.training.hashBits, f.training.format); err != nil {
 			return err
 		}
 		if train, err = takeShard(train, f.shard); err != nil {
@@ -325,11 +294,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "member: %s (the join was retried as a new incarnation)\n", self)
 		}
 	}
-	if settings.HashBits != f.hashBits {
+	if settings.HashBits != f.training.hashBits {
 		// The mesh (or the checkpoint) hashes ids and this node was not
 		// told: map its data the mesh's way.
-		if f.hashBits != 0 {
-			return fmt.Errorf("this node's data was hashed with --hash-bits %d, the mesh trains with %d", f.hashBits, settings.HashBits)
+		if f.training.hashBits != 0 {
+			return fmt.Errorf("this node's data was hashed with --hash-bits %d, the mesh trains with %d", f.training.hashBits, settings.HashBits)
 		}
 		train, test = train.Hashed(settings.HashBits), test.Hashed(settings.HashBits)
 	}
@@ -393,7 +362,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.checkpointDir != "" || f.saveModel != "" {
 		daemonCfg.Checkpoint = func(n *node.Node) error {
 			if f.checkpointDir != "" {
-				if err := saveCheckpoint(f.checkpointDir, f.mesh, settings, n); err != nil {
+				if err := mesh.SaveCheckpoint(f.checkpointDir, f.mesh, settings, n); err != nil {
 					return err
 				}
 			}
@@ -480,7 +449,7 @@ func (b *keptBest) observe(n *node.Node, loss float64) {
 	if b.saved && !(loss < b.loss) || math.IsNaN(loss) {
 		return
 	}
-	if err := saveCheckpoint(b.dir, b.mesh, b.settings, n); err != nil {
+	if err := mesh.SaveCheckpoint(b.dir, b.mesh, b.settings, n); err != nil {
 		b.logger.Error("best model not kept; training goes on", "dir", b.dir, "err", err)
 		return
 	}
@@ -533,32 +502,14 @@ func (f *runFlags) check() error {
 		name, v string
 		allowed []string
 	}{
-		{"model", f.model, []string{"lr", "svm", "linear", "softmax"}},
-		{"codec", f.codec, codec.Names()},
 		{"topology", f.topology, []string{"halton", "full"}},
 		{"sites", f.sites, []string{"auto", "off"}},
-		{"sfb", f.sfb, []string{"off", "auto", "always"}},
 		{"log-format", f.logFormat, []string{"text", "json"}},
 		{"robust", f.robust, []string{"off", "clip"}},
 	} {
 		if err := oneOf(c.name, c.v, c.allowed...); err != nil {
 			return err
 		}
-	}
-	if err := f.training.check(); err != nil {
-		return err
-	}
-	if err := checkTraining(f.l2, 1, f.staleness); err != nil {
-		return err
-	}
-	if err := f.exchange.check(); err != nil {
-		return err
-	}
-	if err := f.exchange.checkBudget(f.codec, f.errorFeedback); err != nil {
-		return err
-	}
-	if f.sfb != "off" && f.exchange.localSteps > 1 {
-		return badInput("--sfb %s: the change of %d local steps has no sufficient factors; use --local-steps 1 or --sfb off", f.sfb, f.exchange.localSteps)
 	}
 	switch {
 	case f.deadAfter <= 0:
@@ -640,28 +591,21 @@ func (f *runFlags) identity(logger *slog.Logger) (crypto.PrivKey, error) {
 }
 
 // loadCheckpoint reads the checkpoint of --checkpoint-dir, if there is one,
-// and checks that it belongs to this key and mesh. A corrupt checkpoint is
-// an error: it is never silently replaced.
+// and checks that it belongs to this key and mesh (mesh.LoadCheckpoint).
 func (f *runFlags) loadCheckpoint(key crypto.PrivKey) (*checkpoint.State, error) {
 	if f.checkpointDir == "" {
 		return nil, nil
 	}
-	st, err := checkpoint.Load(f.checkpointDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	self, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	st, err := mesh.LoadCheckpoint(f.checkpointDir, self, f.mesh)
+	if errors.Is(err, mesh.ErrForeignCheckpoint) {
+		return nil, badInput("--checkpoint-dir %w", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--checkpoint-dir %s: %w (move it away to start afresh)", f.checkpointDir, err)
-	}
-	owner, err := mesh.PeerOf(st.Member)
-	if err != nil {
-		return nil, fmt.Errorf("--checkpoint-dir %s: %w", f.checkpointDir, err)
-	}
-	if p, err := peer.IDFromPrivateKey(key); err == nil && p != owner {
-		return nil, badInput("--checkpoint-dir %s holds the checkpoint of peer %s, not of this key's peer %s", f.checkpointDir, owner, p)
-	}
-	if st.Mesh != f.mesh {
-		return nil, badInput("--checkpoint-dir %s holds a checkpoint of mesh %q, not %q", f.checkpointDir, st.Mesh, f.mesh)
+		return nil, fmt.Errorf("--checkpoint-dir %w", err)
 	}
 	return st, nil
 }
@@ -673,95 +617,45 @@ func (f *runFlags) founderSettings(train, rateRows *dataset.Dataset, saved *chec
 	if saved != nil {
 		return saved.Settings, nil
 	}
-	if f.sfb != "off" {
-		f.errorFeedback = false
-	}
-	mdl, err := testnet.NewModel(model.Kind(f.model), f.l2, train)
+	mdl, err := model.NewModel(f.proposed.Model, f.proposed.L2, train)
 	if err != nil {
 		return node.Settings{}, modelError(train, err)
 	}
-	dim := f.dim
-	if dim == 0 {
-		dim = mdl.Config().MaxFeature
+	s := f.proposed
+	s.MaxFeature, s.Classes = f.dim, mdl.Config().Classes
+	if s.MaxFeature == 0 {
+		s.MaxFeature = mdl.Config().MaxFeature
 	}
-	lr, err := f.training.rate(model.Kind(f.model), rateRows)
-	if err != nil {
+	if s, err = withDefaultRate(s, rateRows); err != nil {
 		return node.Settings{}, err
 	}
-	s := f.settings(dim, mdl.Config().Classes, lr)
 	if _, _, _, err := s.Build(); err != nil {
 		return node.Settings{}, usageError{err}
 	}
 	return s, nil
 }
 
-// newCore builds the node core: fresh for a founder, from the mesh's
-// snapshot for a joiner, from the checkpoint's rows for a founder that
-// resumes; a resuming node keeps its optimizer state.
+// newCore builds the node core (mesh.NewCore) from this node's own
+// settings: its batch, seed, shard or stream, budget, screen and history.
 func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset, reply *mesh.JoinReply, saved *checkpoint.State, auth node.Authenticator) (*node.Node, error) {
-	mdl, opt, cdc, err := s.Build()
-	if err != nil {
-		return nil, fmt.Errorf("mesh settings: %w", err)
-	}
-	batch := int(f.training.batch)
-	if f.training.batch < 1 {
-		batch = max(1, int(f.training.batch*float64(len(train.Rows))))
-	}
 	cfg := node.Config{
-		ID: self, Members: []string{self}, Model: mdl, Optimizer: opt, Codec: cdc,
-		ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness, Iterations: s.Iterations,
-		BatchSize: batch, Seed: f.seed, Shard: train.Rows, Factors: s.Factors, Auth: auth,
-		LocalSteps: s.LocalSteps, Outer: s.Outer, OuterRate: s.OuterRate,
-		BudgetBytes: f.exchange.budget, Priority: node.PriorityMode(f.exchange.priority),
+		ID: self, Seed: f.seed, Shard: train.Rows, Auth: auth,
+		BudgetBytes: f.training.exchange.budget, Priority: node.PriorityMode(f.training.exchange.priority),
+		Sync: node.SyncConfig{History: f.history},
 	}
 	if f.batches != nil {
 		// A rejoined core goes on with the stream where the last left it.
-		cfg.Batches = f.batches
+		cfg.Batches, cfg.BatchSize = f.batches, int(f.training.batch)
+	} else {
+		cfg.BatchSize = node.BatchRows(f.training.batch, len(train.Rows))
 	}
 	if f.robust == "clip" {
+		var err error
 		if cfg.Robust, err = node.NewRobust(node.RobustConfig{Clip: true}); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.Iterations == 0 {
-		cfg.Iterations = ^uint64(0)
-	}
-	switch {
-	case reply != nil:
-		cfg.Members, cfg.Start, cfg.Admission = nil, reply.Snapshot, &reply.Admission
-	case saved != nil:
-		rows := *saved.Rows
-		rows.Pending = nil
-		// Resuming without a mesh to rejoin: the other members are not
-		// waited for until they announce themselves.
-		rows.Members = slices.Clone(rows.Members)
-		for i := range rows.Members {
-			rows.Members[i].Live = false
-		}
-		cfg.Members, cfg.Start = nil, &rows
-	}
-	if saved != nil {
-		if err := opt.Restore(saved.Optimizer); err != nil {
-			return nil, fmt.Errorf("checkpoint optimizer state: %w", err)
-		}
-	}
-	cfg.Sync = node.SyncConfig{History: f.history}
-	n, err := node.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	reply.ReplayPending(n)
-	return n, nil
-}
-
-// saveCheckpoint writes the node's committed rows, clock and optimizer
-// state.
-func saveCheckpoint(dir, meshName string, s node.Settings, n *node.Node) error {
-	rows := n.Rows()
-	return checkpoint.Save(dir, &checkpoint.State{
-		Mesh: meshName, Member: n.ID(), Settings: s, Clock: n.Clock(), Rows: &rows,
-		Optimizer: n.Config().Optimizer.State(),
-	})
+	return mesh.NewCore(s, cfg, mesh.Start{Reply: reply, Saved: saved})
 }
 
 // modelSaver writes --save-model for the checkpoint hook and at the end.

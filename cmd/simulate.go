@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
@@ -23,18 +21,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	nodes := fs.Int("nodes", 64, fmt.Sprintf("number of simulated nodes (1-%d)", testnet.MaxSimNodes))
 	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
 	testData := fs.String("test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
-	modelName := fs.String("model", "lr", "model: lr, svm, linear or softmax")
 	var training trainingFlags
-	training.register(fs)
-	fs.Lookup("optimizer").Usage += "; sgd keeps no per-node moments, which saves memory at a thousand nodes"
-	l2 := fs.Float64("l2", 1e-4, "L2 regularisation strength (>= 0)")
-	iterations := fs.Int("iterations", 50, "optimizer steps (iterations) each node takes (>= 1)")
+	training.register(fs, simulateCommand)
 	seed := fs.Uint64("seed", 1, "seed of every random choice: data, links, faults; the same seed gives the same trace hash")
-	codecName := fs.String("codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
-	errorFeedback := fs.Bool("error-feedback", true, "carry what a lossy codec dropped into the next update")
-	staleness := fs.Int("staleness", stepStaleness, stalenessHelp)
-	var exchange exchangeFlags
-	exchange.register(fs, "")
 	topology := fs.String("topology", "halton", "overlay: halton or full")
 	sites := fs.String("sites", "auto", sitesHelp)
 	wan := fs.String("wan", "lan", "modelled network: lan, geo3 or latency=50ms,bandwidth=100Mbit, optionally followed by ,loss=0.01 ,jitter=5ms ,dup=0.001 ,reorder=0.01")
@@ -42,39 +31,24 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	relayWindow := fs.Duration("relay-window", time.Millisecond, "virtual time a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
 	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal', 'at 45: join 2'")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
-	hashBits := fs.Uint("hash-bits", 0, hashBitsHelp)
 	history := fs.Int("history", 4096, "own updates each node keeps for members that missed them, in iterations (>= 1); a node cut off for longer catches up by snapshot, as a new incarnation")
-	format := fs.String("format", "auto", formatHelp)
 	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	settings, err := training.settings(false, flagGiven(fs, "staleness"))
+	if err != nil {
 		return err
 	}
 	for _, c := range []struct {
 		name, v string
 		allowed []string
 	}{
-		{"model", *modelName, []string{"lr", "svm", "linear", "softmax"}},
-		{"codec", *codecName, codec.Names()},
 		{"topology", *topology, []string{"halton", "full"}},
 		{"sites", *sites, testnet.SitesModes},
 	} {
 		if err := oneOf(c.name, c.v, c.allowed...); err != nil {
 			return err
 		}
-	}
-	if err := training.check(); err != nil {
-		return err
-	}
-	if err := checkTraining(*l2, *iterations, *staleness); err != nil {
-		return err
-	}
-	if err := exchange.check(); err != nil {
-		return err
-	}
-	stalenessSet := false
-	fs.Visit(func(fl *flag.Flag) { stalenessSet = stalenessSet || fl.Name == "staleness" })
-	*staleness = exchange.staleness(*staleness, stalenessSet)
-	if err := exchange.checkBudget(*codecName, *errorFeedback); err != nil {
-		return err
 	}
 	switch {
 	case *nodes < 1 || *nodes > testnet.MaxSimNodes:
@@ -102,32 +76,32 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usageError{fmt.Errorf("--faults: %w", err)}
 		}
 	}
-	train, test, err := loadData(*data, *testData, *seed, *hashBits, *format)
+	train, test, err := loadData(*data, *testData, *seed, settings.HashBits, training.format)
 	if err != nil {
 		return err
 	}
-	if _, err := testnet.NewModel(model.Kind(*modelName), *l2, train); err != nil {
+	if _, err := model.NewModel(settings.Model, settings.L2, train); err != nil {
 		return modelError(train, err)
 	}
-	lr, err := training.rate(model.Kind(*modelName), train)
-	if err != nil {
+	if settings, err = withDefaultRate(settings, train); err != nil {
 		return err
 	}
+	lr := settings.LearningRate
 	logger, err := newLogger(stderr, training.logLevel)
 	if err != nil {
 		return err
 	}
 	warnSparseIDs(logger, train, *nodes)
 	cfg := testnet.SimConfig{
-		Nodes: *nodes, Train: train, Test: test, Model: model.Kind(*modelName), Optimizer: model.OptimizerKind(training.optimizer),
-		LR: lr, L2: *l2, Batch: training.batch, Iterations: *iterations, Seed: *seed, Codec: *codecName,
-		ErrorFeedback: *errorFeedback, Staleness: *staleness, Exchange: exchange.exchange(), Topology: *topology, Sites: *sites, WAN: link,
+		Nodes: *nodes, Train: train, Test: test, Model: settings.Model, Optimizer: settings.Optimizer,
+		LR: lr, L2: settings.L2, Batch: training.batch, Iterations: int(settings.Iterations), Seed: *seed, Codec: settings.Codec,
+		ErrorFeedback: settings.ErrorFeedback, Staleness: settings.Staleness, Exchange: training.exchange.exchange(), Topology: *topology, Sites: *sites, WAN: link,
 		ComputeTime: *computeTime, FlushDelay: *relayWindow, Faults: scenario,
 		Sync:      node.SyncConfig{History: *history},
-		EvalEvery: int(training.evalInterval(uint64(*iterations))),
+		EvalEvery: int(training.evalInterval(settings.Iterations)),
 	}
 	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %s, %d iterations, seed %d\n",
-		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, exchange.describe(), cfg.Iterations, cfg.Seed)
+		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, training.exchange.describe(), cfg.Iterations, cfg.Seed)
 	start := time.Now()
 	var watch model.LossWatch
 	cfg.Progress = func(p testnet.SimProgress) {

@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
@@ -23,25 +22,18 @@ import (
 
 // testnetFlags are the flags of the testnet command.
 type testnetFlags struct {
-	nodes         int
-	data          string
-	testData      string
-	model         string
-	l2            float64
-	iterations    int
-	seed          uint64
-	codec         string
-	errorFeedback bool
+	nodes    int
+	data     string
+	testData string
+	seed     uint64
 	// errorFeedbackSet records that the user gave --error-feedback.
 	errorFeedbackSet bool
-	staleness        int
 	json             bool
 	training         trainingFlags
 	wan              string
 	topology         string
 	sites            string
 	relayWindow      time.Duration
-	sfb              string
 	stragglers       int
 	slowdown         float64
 	computeTime      time.Duration
@@ -55,14 +47,11 @@ type testnetFlags struct {
 	psk              string
 	allowList        bool
 	saveModel        string
-	hashBits         uint
-	format           string
 	ui               uiFlags
 	stream           streamFlags
 	// fs is the parsed flag set, for flags whose meaning depends on
 	// whether they were given.
-	fs       *flag.FlagSet
-	exchange exchangeFlags
+	fs *flag.FlagSet
 	// loaded, when set, is the data config uses instead of loading it (a
 	// comparison loads it once for all its runs).
 	loaded *[2]*dataset.Dataset
@@ -75,18 +64,10 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.nodes, "nodes", 4, "number of nodes, each a libp2p host on 127.0.0.1 (1-256)")
 	fs.StringVar(&f.data, "data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
 	fs.StringVar(&f.testData, "test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
-	fs.StringVar(&f.model, "model", "lr", "model: lr (logistic regression), svm (linear SVM), linear (least squares) or softmax (multinomial logistic regression)")
-	f.training.register(fs)
-	fs.Float64Var(&f.l2, "l2", 1e-4, "L2 regularisation strength (>= 0)")
-	fs.IntVar(&f.iterations, "iterations", 200, "optimizer steps (iterations) each node takes (>= 1)")
+	f.training.register(fs, testnetCommand)
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for the shuffle, the shards and mini-batch sampling")
-	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", "))
-	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update")
-	fs.IntVar(&f.staleness, "staleness", stepStaleness, stalenessHelp)
-	f.exchange.register(fs, "")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links per node, updates relayed along broadcast trees) or full (everyone sends to everyone)")
 	fs.StringVar(&f.sites, "sites", "auto", sitesHelp)
-	fs.StringVar(&f.sfb, "sfb", "off", "sufficient factor broadcasting for softmax: off (send the matrix delta), always (send the factors), auto (whichever encodes smaller, per frame); needs --optimizer sgd and --l2 0, and turns error feedback off")
 	fs.DurationVar(&f.relayWindow, "relay-window", time.Millisecond, "how long a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
 	fs.StringVar(&f.wan, "wan", "lan", "links between nodes: lan (loopback TCP, no shaping), geo3 (3 sites: 1 ms and 1 Gbit/s inside, 40/80/120 ms and 100 Mbit/s between), or latency=50ms,bandwidth=100Mbit")
 	fs.IntVar(&f.stragglers, "stragglers", 0, "number of nodes that run --slowdown times slower")
@@ -101,8 +82,6 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.psk, "psk", "", "pre-shared key file (swarm.key format, 32 bytes): the testnet runs as a private network, over TCP only")
 	fs.BoolVar(&f.allowList, "allow-list", false, "give every host an allow list of the members, so no other peer can connect")
 	fs.StringVar(&f.robust, "robust", "off", "screen of incoming updates beyond the NaN check and the norm bound: off, or clip (centered clipping)")
-	fs.UintVar(&f.hashBits, "hash-bits", 0, hashBitsHelp)
-	fs.StringVar(&f.format, "format", "auto", formatHelp)
 	f.stream.register(fs)
 	fs.StringVar(&f.saveModel, "save-model", "", "write node 0's final model to this file (see sketchmesh predict and export)")
 	f.ui.register(fs)
@@ -112,13 +91,8 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 // config validates the flags and loads the data.
 func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	var cfg testnet.Config
-	if err := oneOf("model", f.model, "lr", "svm", "linear", "softmax"); err != nil {
-		return cfg, err
-	}
-	if err := f.training.check(); err != nil {
-		return cfg, err
-	}
-	if err := oneOf("codec", f.codec, codec.Names()...); err != nil {
+	s, err := f.training.settings(f.errorFeedbackSet, f.stalenessSet)
+	if err != nil {
 		return cfg, err
 	}
 	if err := oneOf("topology", f.topology, "halton", "full"); err != nil {
@@ -126,35 +100,6 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	}
 	if err := oneOf("sites", f.sites, testnet.SitesModes...); err != nil {
 		return cfg, err
-	}
-	if err := oneOf("sfb", f.sfb, "off", "auto", "always"); err != nil {
-		return cfg, err
-	}
-	if f.sfb != "off" {
-		switch {
-		case f.model != "softmax":
-			return cfg, badInput("--sfb %s: sufficient factors are for --model softmax, not %s", f.sfb, f.model)
-		case f.training.optimizer != "sgd":
-			return cfg, badInput("--sfb %s: factors are exact only for plain SGD; --optimizer %s scales each coordinate and breaks the low rank", f.sfb, f.training.optimizer)
-		case f.l2 != 0:
-			return cfg, badInput("--sfb %s: an L2 term is not low-rank; use --l2 0", f.sfb)
-		case f.errorFeedback && f.errorFeedbackSet:
-			return cfg, badInput("--sfb %s: error feedback cannot ride on factors; drop --error-feedback", f.sfb)
-		}
-		f.errorFeedback = false
-	}
-	if err := checkTraining(f.l2, f.iterations, f.staleness); err != nil {
-		return cfg, err
-	}
-	if err := f.exchange.check(); err != nil {
-		return cfg, err
-	}
-	f.staleness = f.exchange.staleness(f.staleness, f.stalenessSet)
-	if err := f.exchange.checkBudget(f.codec, f.errorFeedback); err != nil {
-		return cfg, err
-	}
-	if f.sfb != "off" && f.exchange.localSteps > 1 {
-		return cfg, badInput("--sfb %s: the change of %d local steps has no sufficient factors; use --local-steps 1 or --sfb off", f.sfb, f.exchange.localSteps)
 	}
 	switch {
 	case f.nodes < 1 || f.nodes > 256:
@@ -205,13 +150,13 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	var train, test *dataset.Dataset
 	var stream *streamed
 	if f.stream.on {
-		if stream, err = f.stream.prepare(f.fs, f.data, f.testData, f.format, f.model, f.hashBits, 0, &f.training.batch); err != nil {
+		if stream, err = f.stream.prepare(f.fs, f.data, f.testData, f.training.format, f.training.model, s.HashBits, 0, &f.training.batch); err != nil {
 			return cfg, err
 		}
 		train, test = stream.train, stream.test
 	} else if f.loaded != nil {
 		train, test = f.loaded[0], f.loaded[1]
-	} else if train, test, err = loadData(f.data, f.testData, f.seed, f.hashBits, f.format); err != nil {
+	} else if train, test, err = loadData(f.data, f.testData, f.seed, s.HashBits, f.training.format); err != nil {
 		return cfg, err
 	}
 	warnSparseIDs(logger, train, f.nodes)
@@ -220,8 +165,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		// The test rows stand for the stream's in the default SGD rate.
 		rateRows = test
 	}
-	lr, err := f.training.rate(model.Kind(f.model), rateRows)
-	if err != nil {
+	if s, err = withDefaultRate(s, rateRows); err != nil {
 		return cfg, err
 	}
 	if stream == nil && len(train.Rows) < f.nodes {
@@ -231,26 +175,26 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		Nodes:         f.nodes,
 		Train:         train,
 		Test:          test,
-		Model:         model.Kind(f.model),
-		Optimizer:     model.OptimizerKind(f.training.optimizer),
-		LR:            lr,
-		L2:            f.l2,
+		Model:         s.Model,
+		Optimizer:     s.Optimizer,
+		LR:            s.LearningRate,
+		L2:            s.L2,
 		Batch:         f.training.batch,
-		Iterations:    f.iterations,
+		Iterations:    int(s.Iterations),
 		Seed:          f.seed,
-		Codec:         f.codec,
-		ErrorFeedback: f.errorFeedback,
-		Staleness:     f.staleness,
-		Exchange:      f.exchange.exchange(),
+		Codec:         s.Codec,
+		ErrorFeedback: s.ErrorFeedback,
+		Staleness:     s.Staleness,
+		Exchange:      f.training.exchange.exchange(),
 		Topology:      f.topology,
 		Sites:         f.sites,
 		RelayWindow:   f.relayWindow,
-		Factors:       node.FactorMode(f.sfb),
+		Factors:       s.Factors,
 		WAN:           wan,
 		Stragglers:    f.stragglers,
 		Slowdown:      f.slowdown,
 		ComputeTime:   f.computeTime,
-		EvalEvery:     int(f.training.evalInterval(uint64(f.iterations))),
+		EvalEvery:     int(f.training.evalInterval(s.Iterations)),
 		Logger:        logger,
 		Sign:          f.sign,
 		PSK:           psk,
@@ -263,7 +207,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 			return stream.open(i, cfg.Nodes, int(cfg.Batch), cfg.Seed)
 		}
 	}
-	if _, err := testnet.NewModel(cfg.Model, cfg.L2, train); err != nil {
+	if _, err := model.NewModel(cfg.Model, cfg.L2, train); err != nil {
 		return cfg, modelError(train, err)
 	}
 	return cfg, nil
@@ -400,7 +344,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	codecs, staleness := "codec "+cfg.Codec+", "+f.exchange.describe(), "staleness "+strconv.Itoa(cfg.Staleness)
+	codecs, staleness := "codec "+cfg.Codec+", "+f.training.exchange.describe(), "staleness "+strconv.Itoa(cfg.Staleness)
 	switch {
 	case f.compare != "":
 		codecs = "runs " + f.compare + " (one run each)"
@@ -454,7 +398,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return dataError(err)
 	}
 	if f.saveModel != "" {
-		if err := saveTestnetModel(f.saveModel, cfg, f.hashBits, rep); err != nil {
+		if err := saveTestnetModel(f.saveModel, cfg, f.training.hashBits, rep); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "saved node 0's model (clock %d) to %s\n", rep.PerNode[0].Clock, f.saveModel)
@@ -478,7 +422,7 @@ func runTestnet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // saveTestnetModel writes node 0's final view as a model file.
 func saveTestnetModel(path string, cfg testnet.Config, hashBits uint, rep *testnet.Report) error {
-	mdl, err := testnet.NewModel(cfg.Model, cfg.L2, cfg.Train)
+	mdl, err := model.NewModel(cfg.Model, cfg.L2, cfg.Train)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,192 +10,11 @@ import (
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
-	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
 )
-
-// DaemonConfig configures a long-running node: its core, its host, and how
-// it keeps track of the mesh around it.
-type DaemonConfig struct {
-	// Mesh names the mesh; it names the membership topic, and joiners
-	// asking for another mesh are refused.
-	Mesh string
-	Host *Host
-	// Node is the core, started fresh (a founder) or from a snapshot (a
-	// joiner). The daemon owns it from Run on.
-	Node     *node.Node
-	Settings node.Settings
-	// Peers are the members known at start besides this one, with their
-	// addresses (from the join reply).
-	Peers []PeerRecord
-	// MinMembers holds training back until at least this many members,
-	// this one included, are live for the first time: nodes started
-	// together begin together.
-	MinMembers int
-	// Topology is "halton" (relay along the Halton overlay) or "full".
-	Topology string
-	// Sites is "auto" (the default: measure round trips to the members,
-	// announce this node's site label, and relay along the site-aware
-	// overlay when the members' labels name two or more sites; see
-	// sites.go) or "off" (announce no label: the whole mesh then keeps
-	// the flat overlay). SiteProbeInterval is how often the round trips
-	// are measured again. Default 30 s.
-	Sites             string
-	SiteProbeInterval time.Duration
-	// Tick is the length of the core's tick (node.Node.Tick): every
-	// membership timeout is counted in ticks. Default 100 ms.
-	Tick time.Duration
-	// Heartbeat is how often the node announces itself. Default 500 ms.
-	Heartbeat time.Duration
-	// DeadAfter is the floor of the silence after which a member is
-	// suspected (the gate stops waiting for it); it is declared dead after
-	// four times as long. Both grow with the mesh's observed round time.
-	// Default 5 s.
-	DeadAfter time.Duration
-	// JoinTimeout bounds one join exchange. Default 30 s.
-	JoinTimeout time.Duration
-	// LeaveTimeout bounds how long a leaving node waits for the live
-	// members to acknowledge its notice, and for its last sends. Default
-	// 3 s.
-	LeaveTimeout time.Duration
-	// RelayWindow is how long a relay keeps collecting arrivals once it has
-	// something to forward, so that it combines what several neighbours
-	// sent into one message per next hop. 0 forwards at once.
-	RelayWindow time.Duration
-	// Overlay, when set, builds the router over the live members instead
-	// of Topology's (a testnet puts its attacker on the overlay with it).
-	Overlay func(live []string, site map[string]string) node.Router
-	// OverlayBroadcast sends announcements down this node's overlay trees
-	// instead of over a GossipSub topic, each member forwarding those it
-	// accepted (a duplicate or a forgery goes no further): a hello costs
-	// one message per member. For a mesh whose members are all known at
-	// start (a testnet); joiners need the topic.
-	OverlayBroadcast bool
-	// Reliable says the links lose nothing (a testnet on loopback): the
-	// node never asks for updates it lacks, since every one arrives and a
-	// resend would only be a duplicate.
-	Reliable bool
-	// AfterTrain runs on the loop after every local iteration; took is how
-	// long the iteration's computation ran. A testnet uses it to report
-	// progress and to emulate slower nodes. It must return quickly.
-	AfterTrain func(n *node.Node, took time.Duration)
-	// Observe, when set, runs on the loop after every local iteration and
-	// every tick, with the time blocked at the gate so far: a live view
-	// copies the core's state out here, so that it also moves while the
-	// node waits. It must return quickly.
-	Observe func(n *node.Node, blocked time.Duration)
-	// CheckpointEvery calls Checkpoint every so many iterations (0: only
-	// at exit). Checkpoint runs on the loop, between events.
-	CheckpointEvery uint64
-	Checkpoint      func(n *node.Node) error
-	// Test rows are evaluated every EvalEvery iterations and at the end;
-	// Evaluated, when set, is called on the loop after each evaluation
-	// with its test loss (to keep the best model, say).
-	Test      []dataset.Row
-	EvalEvery uint64
-	Evaluated func(n *node.Node, testLoss float64)
-	// Progress is how often a progress line is logged. Default 5 s;
-	// negative: never.
-	Progress time.Duration
-	// MinIteration pads iterations to at least this wall time, for demos
-	// and tests that need a run to last; 0 trains as fast as it can.
-	MinIteration time.Duration
-	// Rejoin builds the core of a new incarnation member from its join
-	// reply, when this node fell behind the frame history and must catch
-	// up by snapshot (node/catchup.go); the daemon runs the join. nil: the
-	// run ends with an error instead.
-	Rejoin func(member string, reply *JoinReply) (*node.Node, error)
-	// Metrics, when set, is kept up to date.
-	Metrics *Metrics
-	// LiveView, when set, is kept up to date at every heartbeat and
-	// evaluation, for the live web view (package liveview).
-	LiveView *LiveBoard
-	Logger   *slog.Logger
-}
-
-func (c *DaemonConfig) fill() error {
-	if c.Host == nil || c.Node == nil {
-		return errors.New("daemon: host and node are required")
-	}
-	if c.Mesh == "" {
-		return errors.New("daemon: empty mesh name")
-	}
-	switch c.Topology {
-	case "":
-		c.Topology = "halton"
-	case "halton", "full":
-	default:
-		return fmt.Errorf("daemon: unknown topology %q (want halton or full)", c.Topology)
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	switch c.Sites {
-	case "":
-		c.Sites = "auto"
-	case "auto", "off":
-	default:
-		return fmt.Errorf("daemon: unknown sites mode %q (want auto or off)", c.Sites)
-	}
-	def(&c.SiteProbeInterval, 30*time.Second)
-	def(&c.Tick, 100*time.Millisecond)
-	def(&c.Heartbeat, 500*time.Millisecond)
-	def(&c.DeadAfter, 5*time.Second)
-	def(&c.JoinTimeout, 30*time.Second)
-	def(&c.LeaveTimeout, 3*time.Second)
-	if c.Progress == 0 {
-		c.Progress = 5 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	c.MinMembers = max(c.MinMembers, 1)
-	return nil
-}
-
-// Result is what a finished run reports.
-type Result struct {
-	Member   string
-	Clock    uint64
-	Accuracy float64
-	Loss     float64
-	// Steps counts optimizer steps; Clock exchanges (fewer with local
-	// steps).
-	Steps uint64
-	// Incarnations counts the members ever admitted (a restarted node is a
-	// new one), Members the nodes (peers) they ran on, and Live the
-	// members live at the end.
-	Incarnations, Members, Live int
-	// Trained reports whether this node ran at least one iteration.
-	Trained bool
-	// FromSnapshot, Applied and Held account for every update in the view
-	// (see node.Node.Ledger); AppliedTwice is FromSnapshot+Applied−Held
-	// and must be 0.
-	FromSnapshot, Applied, Held, AppliedTwice uint64
-	Rejected                                  map[string]uint64
-	Blocked, Wall                             time.Duration
-	// Left is true when the run ended on a stop request rather than after
-	// its iterations.
-	Left bool
-	// ViewDivergence counts members' view digests that differed from this
-	// node's (node.SyncStats.ViewDivergence).
-	ViewDivergence uint64
-	// LeaveAcknowledgedBy are the members that acknowledged this node's
-	// leave notice; MembersLiveAtLeave counts those it was sent to.
-	LeaveAcknowledgedBy []string
-	MembersLiveAtLeave  int
-	// DirectPeers and RelayedPeers count the peers update streams ran
-	// with: directly at some time, or through relays only.
-	// UnreachableLinks counts the live members no stream could be opened
-	// to for longer than the dead-member timeout.
-	DirectPeers, RelayedPeers, UnreachableLinks int
-}
 
 // Daemon drives one node core in a live mesh. The core decides everything
 // (training, relaying, membership, failure detection, admission, leave);
@@ -207,7 +25,11 @@ type Result struct {
 // queues of members gone). One goroutine (Run's) owns the core; handlers
 // hand it work through channels.
 type Daemon struct {
-	cfg   DaemonConfig
+	cfg DaemonConfig
+	// net is cfg.Transport, or cfg.Host.
+	net Transport
+	// peers caches the peer of each member id seen (peerOf).
+	peers map[string]peer.ID
 	n     *node.Node
 	log   *slog.Logger
 	self  string
@@ -264,13 +86,18 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 		log:     cfg.Logger.With("self", shortMember(cfg.Node.ID())),
 		heard:   make(chan []byte, 256),
 		stopped: make(chan struct{}),
+		net:     cfg.Transport,
+		peers:   map[string]peer.ID{},
 	}
-	selfPeer, err := PeerOf(a.self)
+	if a.net == nil {
+		a.net = cfg.Host
+	}
+	selfPeer, err := a.peerOf(a.self)
 	if err != nil {
 		return nil, err
 	}
-	if selfPeer != cfg.Host.h.ID() {
-		return nil, fmt.Errorf("daemon: member %s does not run on host %s", a.self, cfg.Host.h.ID())
+	if selfPeer != a.net.Self() {
+		return nil, fmt.Errorf("daemon: member %s does not run on host %s", a.self, a.net.Self())
 	}
 	a.psCancel = func() {}
 	if !cfg.OverlayBroadcast {
@@ -287,13 +114,13 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 	// This node's own earlier incarnations are gone, whatever the snapshot
 	// it started from says.
 	for _, m := range a.n.Members() {
-		if p, err := PeerOf(m); err == nil && p == selfPeer && m != a.self {
+		if p, err := a.peerOf(m); err == nil && p == selfPeer && m != a.self {
 			a.n.DeclareDead(m)
 		}
 	}
 	for _, m := range a.n.Live() {
-		if p, err := PeerOf(m); err == nil && m != a.self {
-			cfg.Host.addMember(p)
+		if p, err := a.peerOf(m); err == nil && m != a.self {
+			a.net.addMember(p)
 		}
 	}
 	a.joins = NewJoinService(cfg.Host, cfg.Mesh, cfg.Settings, cfg.JoinTimeout, a.log)
@@ -307,7 +134,7 @@ func (a *Daemon) joinTopic(ctx context.Context) error {
 	// notice; Run ends it.
 	psCtx, psCancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.psCancel = psCancel
-	ps, err := pubsub.NewGossipSub(psCtx, a.cfg.Host.h,
+	ps, err := pubsub.NewGossipSub(psCtx, a.cfg.Host.Libp2p(),
 		pubsub.WithPeerScore(scoreParams(topicName), scoreThresholds()),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithPeerOutboundQueueSize(256),
@@ -448,7 +275,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 		defer a.sub.Cancel()
 	}
 
-	inbox := a.cfg.Host.Inbox()
+	inbox := a.net.Inbox()
 	tick := time.NewTicker(a.cfg.Tick)
 	defer tick.Stop()
 	var lastEntropy, lastProgress, lastMetrics, blockedSince, lastSync time.Time
@@ -600,12 +427,12 @@ func (a *Daemon) handleReady() {
 // onEvent logs a membership change and applies it to the host.
 func (a *Daemon) onEvent(e node.Event) {
 	who := shortMember(e.Member)
-	p, _ := PeerOf(e.Member)
+	p, _ := a.peerOf(e.Member)
 	ticks := func(n uint64) time.Duration { return time.Duration(n) * a.cfg.Tick }
 	switch e.Kind {
 	case node.EventJoined:
 		a.learnAddrs(e.Member, a.n.Addrs(e.Member))
-		a.cfg.Host.addMember(p)
+		a.net.addMember(p)
 		a.log.Info("member joined", "member", who, "entry", e.Clock, "admitted_by", shortMember(e.By), "live", len(a.n.Live()))
 	case node.EventBack:
 		a.learnAddrs(e.Member, a.n.Addrs(e.Member))
@@ -712,7 +539,7 @@ func (a *Daemon) evaluate() {
 	m := a.n.Evaluate(a.cfg.Test)
 	a.lastEval.clock, a.lastEval.loss, a.lastEval.accuracy = a.n.Clock(), m.Loss, m.Accuracy
 	if a.cfg.LiveView != nil {
-		a.cfg.LiveView.point(LivePoint(a.n.Clock(), time.Since(a.cfg.LiveView.start), a.cfg.Host.Traffic().BytesSent, a.n.Stats().LastLoss, m))
+		a.cfg.LiveView.point(LivePoint(a.n.Clock(), time.Since(a.cfg.LiveView.start), a.net.Traffic().BytesSent, a.n.Stats().LastLoss, m))
 	}
 	if msg := a.lossWatch.Observe(m.Loss); msg != "" {
 		a.log.Warn(msg, "clock", a.n.Clock(), "lr", a.cfg.Settings.LearningRate)
@@ -766,18 +593,18 @@ func (a *Daemon) forwardAnnouncement(m Inbound) {
 		return
 	}
 	for _, hop := range a.n.Relays(ann.Signer) {
-		if p, err := PeerOf(hop); err == nil && p.String() != m.From {
-			a.cfg.Host.Send(p.String(), m.Data)
+		if p, err := a.peerOf(hop); err == nil && p.String() != m.From {
+			a.net.SendTo(p, m.Data)
 		}
 	}
 }
 
 func (a *Daemon) send(m node.Message) {
-	p, err := PeerOf(m.To)
+	p, err := a.peerOf(m.To)
 	if err != nil {
 		return
 	}
-	a.cfg.Host.Send(p.String(), m.Data)
+	a.net.SendTo(p, m.Data)
 }
 
 func (a *Daemon) sendAll(msgs []node.Message) {
@@ -805,7 +632,7 @@ func (a *Daemon) listen(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		if m.ReceivedFrom == a.cfg.Host.h.ID() && m.GetFrom() == a.cfg.Host.h.ID() {
+		if m.ReceivedFrom == a.net.Self() && m.GetFrom() == a.net.Self() {
 			continue
 		}
 		select {
@@ -821,12 +648,12 @@ func (a *Daemon) listen(ctx context.Context) {
 // forget drops what the host still queues for member m, gone or dead
 // (Host.Forget), unless m's peer runs a newer incarnation.
 func (a *Daemon) forget(m string) {
-	p, err := PeerOf(m)
+	p, err := a.peerOf(m)
 	if err != nil {
 		return
 	}
 	if cur := a.n.MemberOf(p.String()); cur == m || cur == "" {
-		a.cfg.Host.Forget(p)
+		a.net.Forget(p)
 	}
 }
 
@@ -868,153 +695,24 @@ func (a *Daemon) alone() time.Duration {
 	return time.Since(a.aloneFrom)
 }
 
-func addrsOf(h *Host, p peer.ID) []string {
+// peerOf is PeerOf, decoded once per member id.
+func (a *Daemon) peerOf(member string) (peer.ID, error) {
+	if p, ok := a.peers[member]; ok {
+		return p, nil
+	}
+	p, err := PeerOf(member)
+	if err == nil {
+		a.peers[member] = p
+	}
+	return p, err
+}
+
+func addrsOf(t Transport, p peer.ID) []string {
 	var out []string
-	for _, m := range h.h.Peerstore().Addrs(p) {
+	for _, m := range t.KnownAddrs(p) {
 		out = append(out, m.String())
 	}
 	return out
-}
-
-// rejoin replaces the core with a new incarnation's, started from a
-// snapshot of the member the core named (or of any other live member that
-// admits it): the node fell behind the frame history.
-func (a *Daemon) rejoin(ctx context.Context) error {
-	through := a.n.Rejoining()
-	if a.cfg.Rejoin == nil {
-		return fmt.Errorf("this node fell behind the frame history (member %s's updates it lacks are gone) and cannot rejoin: restart it with --join", shortMember(through))
-	}
-	selfPeer, inc, err := MemberPeer(a.self)
-	if err != nil {
-		return err
-	}
-	member := MemberID(selfPeer, inc+1)
-	var sign func([]byte) ([]byte, error)
-	if auth := a.n.Config().Auth; auth != nil {
-		sign = auth.SignMessage
-	}
-	// Only members of the side that keeps its state: any other may be
-	// about to rejoin too, and its snapshot would lack the same updates.
-	var errs []error
-	for _, m := range a.n.RejoinDonors() {
-		p, err := PeerOf(m)
-		if err != nil || p == selfPeer {
-			continue
-		}
-		addrs := a.cfg.Host.h.Peerstore().Addrs(p)
-		if len(addrs) == 0 {
-			continue
-		}
-		full, err := ma.NewMultiaddr(addrs[0].String() + "/p2p/" + p.String())
-		if err != nil {
-			continue
-		}
-		a.log.Warn("fell behind the frame history: rejoining by snapshot as a new incarnation", "through", shortMember(m), "new", shortMember(member))
-		jctx, cancel := context.WithTimeout(ctx, a.cfg.JoinTimeout)
-		reply, err := Join(jctx, a.cfg.Host, full, JoinRequest{Mesh: a.cfg.Mesh, Member: member, Settings: a.cfg.Settings, Addrs: a.addrStrings()}, sign)
-		cancel()
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		core, err := a.cfg.Rejoin(member, reply)
-		if err != nil {
-			return fmt.Errorf("rejoin as %s: %w", member, err)
-		}
-		a.n, a.self, a.cfg.Node = core, member, core
-		a.log = a.cfg.Logger.With("self", shortMember(member))
-		a.configureCore()
-		for _, pr := range reply.Members {
-			a.learnAddrs(pr.Member, pr.Addrs)
-		}
-		a.log.Info("rejoined the mesh", "clock", a.n.Clock(), "members", len(a.n.Members()))
-		return nil
-	}
-	return fmt.Errorf("fell behind the frame history and no member admitted this node again: %w", errors.Join(errs...))
-}
-
-// finish ends the run: a final evaluation and checkpoint, the leave notice
-// to every live member, resent until each acknowledges it or LeaveTimeout
-// passes, then the last sends within what remains of it.
-func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Result, error) {
-	a.joins.Stop(a, "this member is leaving")
-	a.evaluate()
-	a.checkpoint()
-	a.n.StartLeave()
-	_, waiting := a.n.LeaveStatus()
-	liveAtLeave := len(waiting)
-	a.handleReady()
-	a.metrics()
-	// One deadline for the acknowledgements and the last sends: a stop
-	// takes effect within LeaveTimeout whatever the peers do.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.LeaveTimeout)
-	defer cancel()
-	tick := time.NewTicker(a.cfg.Tick)
-	defer tick.Stop()
-	inbox := a.cfg.Host.Inbox()
-wait:
-	for {
-		if _, waiting := a.n.LeaveStatus(); len(waiting) == 0 {
-			break
-		}
-		select {
-		case m := <-inbox:
-			a.receive(m)
-		case data := <-a.heard:
-			a.n.Receive("", data)
-		case <-tick.C:
-			a.n.Tick()
-		case <-fctx.Done():
-			break wait
-		}
-		a.handleReady()
-	}
-	acked, waiting := a.n.LeaveStatus()
-	if len(waiting) > 0 {
-		short := make([]string, len(waiting))
-		for i, m := range waiting {
-			short[i] = shortMember(m)
-		}
-		a.log.Warn("leave not acknowledged by every live member", "acknowledged", len(acked), "waiting", short, "timeout", a.cfg.LeaveTimeout)
-	}
-	if err := a.cfg.Host.Flush(fctx); err != nil {
-		a.log.Warn("last sends not all out before leaving", "err", err)
-	}
-	res := a.result(start, stopped)
-	res.LeaveAcknowledgedBy, res.MembersLiveAtLeave = acked, liveAtLeave
-	a.log.Info("left the mesh", "clock", res.Clock, "test_accuracy", Sig4(res.Accuracy), "applied_twice", res.AppliedTwice,
-		"leave_acknowledged_by", len(acked), "members_live_at_leave", liveAtLeave)
-	return res, nil
-}
-
-func (a *Daemon) result(start time.Time, stopped bool) Result {
-	fromSnap, applied, held := a.n.Ledger()
-	st := a.n.Stats()
-	twice := uint64(0)
-	if fromSnap+applied > held {
-		twice = fromSnap + applied - held
-	}
-	direct, relayed, unreachable := a.linkCounts(time.Now())
-	return Result{
-		Member: a.self, Clock: a.n.Clock(), Steps: a.n.Steps(), Accuracy: a.lastEval.accuracy, Loss: a.lastEval.loss,
-		Incarnations: len(a.n.Members()), Members: countPeers(a.n.Members()), Live: len(a.n.Live()),
-		Trained:      !a.lastTrain.IsZero(),
-		FromSnapshot: fromSnap, Applied: applied, Held: held, AppliedTwice: twice,
-		Rejected: st.Rejected, Blocked: a.blocked, Wall: time.Since(start), Left: stopped,
-		ViewDivergence: a.n.SyncStats().ViewDivergence,
-		DirectPeers:    direct, RelayedPeers: relayed, UnreachableLinks: unreachable,
-	}
-}
-
-// countPeers counts the distinct peers that ran the members.
-func countPeers(members []string) int {
-	peers := map[peer.ID]bool{}
-	for _, m := range members {
-		if p, err := PeerOf(m); err == nil {
-			peers[p] = true
-		}
-	}
-	return len(peers)
 }
 
 func (a *Daemon) metrics() {

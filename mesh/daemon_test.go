@@ -29,23 +29,15 @@ func startDaemon(t *testing.T, ctx context.Context, set node.Settings, shard []d
 // padded to minIteration.
 func startDaemonWith(t *testing.T, ctx context.Context, set node.Settings, shard []dataset.Row, reply *JoinReply, h *Host, minMembers int, minIteration time.Duration) *Daemon {
 	t.Helper()
-	mdl, opt, cdc, err := set.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := MemberID(h.h.ID(), 1)
-	cfg := node.Config{ID: id, Members: []string{id}, Model: mdl, Optimizer: opt, Codec: cdc,
-		Staleness: set.Staleness, Iterations: set.Iterations, BatchSize: 10, Seed: 1, Shard: shard}
 	var peers []PeerRecord
 	if reply != nil {
-		cfg.Members, cfg.Start, peers = nil, reply.Snapshot, reply.Members
-		cfg.Admission = &reply.Admission
+		peers = reply.Members
 	}
-	n, err := node.New(cfg)
+	n, err := NewCore(set, node.Config{ID: id, BatchSize: 10, Seed: 1, Shard: shard}, Start{Reply: reply})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reply.ReplayPending(n)
 	a, err := NewDaemon(ctx, DaemonConfig{Mesh: "test", Host: h, Node: n, Settings: set, Peers: peers,
 		MinMembers: minMembers, MinIteration: minIteration, Heartbeat: 100 * time.Millisecond, DeadAfter: 2 * time.Second})
 	if err != nil {

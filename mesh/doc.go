@@ -9,7 +9,10 @@
 // followed by that many bytes of envelope (node.EncodeEnvelope). A length
 // above node.MaxEnvelopeBytes is refused before anything is allocated and the
 // stream is reset. Each peer gets one long-lived outbound stream, opened on
-// first use and reopened once after a failure.
+// first use and reopened once after a failure (sender.go). The daemon
+// drives the network through a Transport (transport.go), which Host
+// implements; what the host knows of each link, direct or relayed and
+// failing since when, is kept in links.go.
 //
 // # The long-running node
 //
@@ -20,7 +23,11 @@
 // for the daemon and for Run); members announce themselves, admit
 // joiners and leave over a GossipSub topic per mesh (member.go), and the
 // daemon declares a silent member dead after a timeout that follows the
-// mesh's round time. Reaching members behind NATs (QUIC, relays, hole
+// mesh's round time. What a node does before its daemon runs is in
+// bootstrap.go: the checkpoint it resumes from, checked to be its own
+// (LoadCheckpoint), and the core it starts (NewCore: fresh, from the
+// checkpoint's rows, or from a join reply's snapshot with its pending
+// frames replayed). Reaching members behind NATs (QUIC, relays, hole
 // punching, AutoNAT) is in reach.go; private networks, allow lists, limits
 // and update signatures in security.go; Prometheus metrics in metrics.go;
 // what the live web view shows of a core and of the host's links, copied on

@@ -156,7 +156,7 @@ func (b *LiveBoard) LiveState() liveview.State {
 // observe runs on the daemon's loop.
 func (b *LiveBoard) observe(a *Daemon) {
 	v := ObserveCore(a.n)
-	traffic := a.cfg.Host.PeerTraffic()
+	traffic := a.net.PeerTraffic()
 	st := liveview.State{
 		Mode: "run", Self: a.self, Iterations: a.cfg.Settings.Iterations, Staleness: a.cfg.Settings.Staleness,
 		Rejected:    v.Rejected,
@@ -165,12 +165,12 @@ func (b *LiveBoard) observe(a *Daemon) {
 	for i, m := range v.Members {
 		row := NewLiveMember(m, shortMember(m), v.States[i])
 		if m == a.self {
-			FillLiveMember(&row, v, a.cfg.Host.Traffic())
+			FillLiveMember(&row, v, a.net.Traffic())
 			row.BlockedSeconds = a.blocked.Seconds()
 		} else {
 			row.Clock = a.n.AnnouncedClock(m)
-			if p, err := PeerOf(m); err == nil {
-				row.Path = a.cfg.Host.PathTo(p)
+			if p, err := a.peerOf(m); err == nil {
+				row.Path = a.net.PathTo(p)
 			}
 		}
 		st.Members = append(st.Members, row)
@@ -192,9 +192,9 @@ func (b *LiveBoard) links(a *Daemon, v CoreView, traffic map[string]PeerTraffic)
 	add := func(from, to string) {
 		l := liveview.Link{From: from, To: to, Path: liveview.PathUnknown}
 		if from == a.self {
-			p, _ := PeerOf(to)
+			p, _ := a.peerOf(to)
 			t := traffic[p.String()]
-			l.Path, l.BytesSent, l.BytesReceived = a.cfg.Host.PathTo(p), t.BytesSent, t.BytesReceived
+			l.Path, l.BytesSent, l.BytesReceived = a.net.PathTo(p), t.BytesSent, t.BytesReceived
 			l.MessagesSent, l.MessagesReceived, l.CompressionRatio = t.MessagesSent, t.MessagesReceived, v.CompressionRatio
 			seen[to] = true
 		}
@@ -219,7 +219,7 @@ func (b *LiveBoard) links(a *Daemon, v CoreView, traffic map[string]PeerTraffic)
 	// Members this node trades updates with off the overlay (answers to
 	// sync requests, a member on its way out).
 	for _, m := range v.Members {
-		if p, err := PeerOf(m); err == nil && m != a.self && !seen[m] && traffic[p.String()].MessagesSent+traffic[p.String()].MessagesReceived > 0 {
+		if p, err := a.peerOf(m); err == nil && m != a.self && !seen[m] && traffic[p.String()].MessagesSent+traffic[p.String()].MessagesReceived > 0 {
 			add(a.self, m)
 		}
 	}

@@ -161,10 +161,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 func (m *Metrics) observe(a *Daemon) {
 	st := a.n.Stats()
 	sy := a.n.SyncStats()
-	tr := a.cfg.Host.Traffic()
+	tr := a.net.Traffic()
 	s := metricsSnapshot{
 		clock: float64(a.n.Steps()), staleness: float64(st.StalenessMax), blocked: a.blocked,
-		peers: float64(len(a.cfg.Host.h.Network().Peers())), members: float64(len(a.n.Members())), live: float64(len(a.n.Live())),
+		peers: float64(a.net.ConnectedPeers()), members: float64(len(a.n.Members())), live: float64(len(a.n.Live())),
 		bytesSent: float64(tr.BytesSent), bytesRecv: float64(tr.BytesReceived),
 		msgsSent: float64(tr.MessagesSent), msgsRecv: float64(tr.MessagesReceived),
 		ownFrames: float64(st.FactorFramesSent + st.DeltaFramesSent), relayed: float64(st.UpdatesRelayed), applied: float64(st.UpdatesApplied),
@@ -184,10 +184,10 @@ func (m *Metrics) observe(a *Daemon) {
 	for _, m := range a.n.Members() {
 		s.byState[memberState(a.n, m, live[m])]++
 	}
-	direct, relayed := a.cfg.Host.ConnPaths(a.livePeers())
+	direct, relayed := a.net.ConnPaths(a.livePeers())
 	_, _, unreachable := a.linkCounts(time.Now())
 	s.connDirect, s.connRelayed = float64(direct), float64(relayed)
-	s.unreachable, s.reservations = float64(unreachable), float64(a.cfg.Host.Reservations())
+	s.unreachable, s.reservations = float64(unreachable), float64(a.net.Reservations())
 	m.mu.Lock()
 	m.s = s
 	m.mu.Unlock()

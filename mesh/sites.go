@@ -96,11 +96,11 @@ func (a *Daemon) probeRound(ctx context.Context, targets []string, out chan<- ma
 	for range min(siteProbeWorkers, len(targets)) {
 		wg.Go(func() {
 			for m := range jobs {
-				p, err := PeerOf(m)
+				p, err := a.peerOf(m)
 				if err != nil {
 					continue
 				}
-				rtt, err := a.cfg.Host.ProbeRTT(ctx, p.String())
+				rtt, err := a.net.ProbeRTT(ctx, p.String())
 				if err != nil {
 					a.log.Debug("round-trip probe failed", "member", shortMember(m), "err", err)
 					continue

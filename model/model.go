@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 )
@@ -23,6 +24,41 @@ const (
 
 // Kinds lists the model names a user may select.
 func Kinds() []Kind { return []Kind{LogisticRegression, LinearSVM, LinearRegression, Softmax} }
+
+// KindNames lists Kinds as strings, for flag checks and messages.
+func KindNames() []string {
+	names := make([]string, 0, len(Kinds()))
+	for _, k := range Kinds() {
+		names = append(names, string(k))
+	}
+	return names
+}
+
+// Describe names what the model is, for help texts.
+func (k Kind) Describe() string {
+	switch k {
+	case LogisticRegression:
+		return "logistic regression"
+	case LinearSVM:
+		return "linear SVM"
+	case LinearRegression:
+		return "least squares"
+	case Softmax:
+		return "multinomial logistic regression"
+	}
+	return "unknown model"
+}
+
+// NewModel returns the model of kind over train: its dimension is the
+// largest feature id of the rows, and a softmax model's classes are their
+// labels.
+func NewModel(kind Kind, l2 float64, train *dataset.Dataset) (*Model, error) {
+	mc := Config{Kind: kind, MaxFeature: train.MaxFeature, L2: l2}
+	if kind == Softmax {
+		mc.Classes = train.Labels()
+	}
+	return New(mc)
+}
 
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("invalid model configuration")
@@ -56,10 +92,8 @@ type Model struct {
 
 // New validates cfg and returns the model.
 func New(cfg Config) (*Model, error) {
-	switch cfg.Kind {
-	case LogisticRegression, LinearSVM, LinearRegression, Softmax:
-	default:
-		return nil, fmt.Errorf("%w: unknown model %q (known: lr, svm, linear, softmax)", ErrConfig, cfg.Kind)
+	if !slices.Contains(Kinds(), cfg.Kind) {
+		return nil, fmt.Errorf("%w: unknown model %q (known: %s)", ErrConfig, cfg.Kind, strings.Join(KindNames(), ", "))
 	}
 	if cfg.MaxFeature == 0 {
 		return nil, fmt.Errorf("%w: the data has no features", ErrConfig)

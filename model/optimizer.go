@@ -15,6 +15,9 @@ const (
 	Adam OptimizerKind = "adam"
 )
 
+// OptimizerKinds lists the optimizer names a user may select.
+func OptimizerKinds() []OptimizerKind { return []OptimizerKind{SGD, Adam} }
+
 // Adam's constants, as in Kingma and Ba.
 const (
 	AdamBeta1   = 0.9

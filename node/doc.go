@@ -11,6 +11,38 @@
 //	}
 //	rd := n.Ready()        // envelopes to send, one per next hop
 //
+// # One update, from the training step to apply
+//
+// The walk of one update through the packages, in call order (a relay
+// repeats the receiver's part and hands the frame on as it came):
+//
+//  1. mesh.Daemon.Run opens the gate and calls Daemon.train, which calls
+//     Node.Train (sync.go) and Node.train (node.go).
+//  2. Node.train reads Node.View, takes Node.nextBatch, and asks package
+//     model for the step: Model.Gradient, then Optimizer.Update;
+//     Node.withResidual adds what error feedback carried.
+//  3. Node.exchange (localsteps.go) encodes it, Node.encode with the
+//     codec.Codec (or sfb's factors), cuts it to the budget
+//     (Node.fitBudget), decodes its own frame as its receivers will
+//     (Node.decode), adds it (Node.add) and Node.sendOwn (sign.go) signs
+//     it and queues it for the next hops the Router (halton's overlay)
+//     gives (Node.route).
+//  4. Node.Ready hands the queued envelopes (EncodeEnvelope, wire.go, on
+//     package wire's Writer) to mesh.Daemon.handleReady, which sends each
+//     with Transport.SendTo; Host's sender (sender.go) writes it, length
+//     first, on the peer's /sketchmesh/update/1 stream.
+//  5. On the receiver, Host.handleStream refuses a length above
+//     MaxEnvelopeBytes before it reads, and puts the message on the Inbox;
+//     Daemon.Run hands it to Daemon.receive and Node.Receive (sync.go).
+//  6. Node.Receive decodes it (DecodeEnvelope, on wire.Reader), and
+//     Node.receive checks each update (Node.acceptFrom and Node.accept:
+//     member, clock, duplicate, staleness bound, signature in
+//     Node.verify, the codec's Decode in Node.decode, the screen), adds it
+//     to its row (Node.add), relays it (Node.route) and commits the rows
+//     that are complete (Node.commit), which apply each update to the
+//     committed view (Node.applyCommitted, applySparse) in canonical
+//     order.
+//
 // # Updates and views
 //
 // What travels is an additive update: the change a node makes to its view in
@@ -58,6 +90,15 @@
 // nothing in it, and is forwarded unchanged: otherwise a member that sends
 // poison would close every staleness gate for good. Without signatures it
 // is dropped, since anyone could then block a member's clock with a forgery.
+//
+// # Message formats
+//
+// Every message of the core is read with package wire's checked Reader and
+// written with its Writer, next to the type it carries: update envelopes in
+// wire.go, sync requests in sync.go, gone notices in catchup.go,
+// announcements in announce.go, settings in settings.go and snapshots in
+// snapshot.go. Each decoder is fuzzed, with its corpus in
+// testdata/fuzz.
 //
 // # Membership
 //

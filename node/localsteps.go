@@ -72,11 +72,8 @@ type localPhase struct {
 
 // checkLocalSteps validates and fills the local-step settings of cfg.
 func checkLocalSteps(cfg *Config) error {
-	switch {
-	case cfg.LocalSteps < 0 || cfg.LocalSteps > MaxLocalSteps:
-		return fmt.Errorf("%w: local steps %d, want 1 to %d", ErrLocalSteps, cfg.LocalSteps, MaxLocalSteps)
-	case math.IsNaN(cfg.OuterRate) || math.IsInf(cfg.OuterRate, 0) || cfg.OuterRate < 0:
-		return fmt.Errorf("%w: outer rate %v, want a finite rate > 0", ErrLocalSteps, cfg.OuterRate)
+	if err := checkLocalSettings(cfg.LocalSteps, cfg.Outer, cfg.OuterRate); err != nil {
+		return err
 	}
 	if cfg.LocalSteps == 0 {
 		cfg.LocalSteps = 1
@@ -84,15 +81,8 @@ func checkLocalSteps(cfg *Config) error {
 	if cfg.OuterRate == 0 {
 		cfg.OuterRate = 1
 	}
-	switch cfg.Outer {
-	case "":
+	if cfg.Outer == "" {
 		cfg.Outer = OuterSGD
-	case OuterSGD, OuterNesterov:
-	default:
-		return fmt.Errorf("%w: unknown outer step %q (want sgd or nesterov)", ErrLocalSteps, cfg.Outer)
-	}
-	if cfg.LocalSteps > 1 && cfg.Factors != FactorsOff {
-		return fmt.Errorf("%w: the change of %d local steps has no sufficient factors; use factors off", ErrFactorConfig, cfg.LocalSteps)
 	}
 	return nil
 }
@@ -233,6 +223,5 @@ func (n *Node) exchange(view []float64, batch []dataset.Row, intended codec.Spar
 // CheckLocalSteps checks local-step settings as New does, for a driver
 // that wants to refuse them before it builds any node.
 func CheckLocalSteps(steps int, outer OuterKind, rate float64) error {
-	c := Config{LocalSteps: steps, Outer: outer, OuterRate: rate, Factors: FactorsOff}
-	return checkLocalSteps(&c)
+	return checkLocalSettings(steps, outer, rate)
 }

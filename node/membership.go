@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 )
@@ -28,45 +27,6 @@ import (
 // so its new updates can never collide with clocks its previous incarnation
 // already sent. That is what keeps "applied at most once" a plain vector
 // clock check across restarts.
-
-// MemberEntry is one member as a snapshot carries it.
-type MemberEntry struct {
-	ID   string
-	Live bool
-	// Entry is the clock the member joined at: it has no updates at or
-	// below it (0 for a member from the start).
-	Entry uint64
-	// High is the contiguous high-water mark of the member's updates in
-	// the snapshot's rows, at least Entry; Ahead lists the clocks above
-	// High (and at most the rows' clock) that the rows also hold.
-	High  uint64
-	Ahead []uint64
-	// Left says the member announced its departure after its update Last:
-	// a joiner waits for its updates up to Last and for none above.
-	Left bool
-	Last uint64
-}
-
-// Snapshot is what a node hands a joiner: its committed rows and exactly
-// which updates they hold, plus the updates it holds above them as frames.
-type Snapshot struct {
-	// Clock is the rows' clock: every update of a live member with clock at
-	// most Clock is in View.
-	Clock   uint64
-	View    []float64
-	Members []MemberEntry
-	// Pending are the frames of updates above Clock that the donor holds;
-	// the joiner applies them through Receive.
-	Pending []Update
-	// Refused names the updates of Pending whose signature verified but
-	// whose content the donor refused (see sign.go): the joiner marks them
-	// heard and relays them, and applies nothing of them, whatever its own
-	// screen would say.
-	Refused []UpdateID
-}
-
-// ErrSnapshot is wrapped by errors about a snapshot that does not fit.
-var ErrSnapshot = errors.New("snapshot does not fit")
 
 // Rows returns the node's committed rows, their clock and the members
 // with their entries, without the frames above them: what a checkpoint

@@ -383,24 +383,12 @@ func New(cfg Config) (*Node, error) {
 	if len(cfg.Shard) == 0 && cfg.Batches == nil {
 		return nil, fmt.Errorf("node %s: empty training shard", cfg.ID)
 	}
-	switch cfg.Factors {
-	case "":
+	if cfg.Factors == "" {
 		cfg.Factors = FactorsOff
-	case FactorsOff:
-	case FactorsAuto, FactorsAlways:
-		mc := cfg.Model.Config()
-		switch {
-		case mc.Kind != model.Softmax:
-			return nil, fmt.Errorf("%w: the model is %s", ErrFactorConfig, mc.Kind)
-		case cfg.Optimizer.Kind() != model.SGD:
-			return nil, fmt.Errorf("%w: the optimizer is %s, whose per-coordinate scaling breaks the low rank", ErrFactorConfig, cfg.Optimizer.Kind())
-		case mc.L2 != 0:
-			return nil, fmt.Errorf("%w: l2 is %v", ErrFactorConfig, mc.L2)
-		case cfg.ErrorFeedback:
-			return nil, fmt.Errorf("%w: error feedback is on, and a residual cannot ride on factors", ErrFactorConfig)
-		}
-	default:
-		return nil, fmt.Errorf("node: unknown factor mode %q (want off, auto or always)", cfg.Factors)
+	}
+	mc := cfg.Model.Config()
+	if err := checkFactors(cfg.Factors, mc.Kind, cfg.Optimizer.Kind(), mc.L2, cfg.ErrorFeedback, max(cfg.LocalSteps, 1)); err != nil {
+		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
 	}
 	if err := checkLocalSteps(&cfg); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)

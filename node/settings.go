@@ -123,15 +123,14 @@ func (s Settings) Conflict(mesh Settings, explicit []string) error {
 	return nil
 }
 
-// Build returns the model, optimizer and codec the settings describe.
+// Build returns the model, optimizer and codec the settings describe,
+// once Validate passes and the learning rate and dimension are known.
 func (s Settings) Build() (*model.Model, model.Optimizer, codec.Codec, error) {
-	if s.HashBits > 0 {
-		if err := dataset.CheckHashBits(s.HashBits); err != nil {
-			return nil, nil, nil, err
-		}
-		if s.MaxFeature != 1<<s.HashBits {
-			return nil, nil, nil, fmt.Errorf("dimension %d does not match %d hash bits (2^%d)", s.MaxFeature, s.HashBits, s.HashBits)
-		}
+	if err := s.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	if s.HashBits > 0 && s.MaxFeature != 1<<s.HashBits {
+		return nil, nil, nil, fmt.Errorf("dimension %d does not match %d hash bits (2^%d)", s.MaxFeature, s.HashBits, s.HashBits)
 	}
 	m, err := model.New(model.Config{Kind: s.Model, MaxFeature: s.MaxFeature, Classes: s.Classes, L2: s.L2})
 	if err != nil {
@@ -143,16 +142,6 @@ func (s Settings) Build() (*model.Model, model.Optimizer, codec.Codec, error) {
 	}
 	c, err := codec.ByName(s.Codec)
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	if s.Staleness < 0 {
-		return nil, nil, nil, fmt.Errorf("staleness must be >= 0, got %d", s.Staleness)
-	}
-	lc := Config{LocalSteps: s.LocalSteps, Outer: s.Outer, OuterRate: s.OuterRate, Factors: s.Factors}
-	if lc.Factors == "" {
-		lc.Factors = FactorsOff
-	}
-	if err := checkLocalSteps(&lc); err != nil {
 		return nil, nil, nil, err
 	}
 	return m, opt, c, nil
@@ -273,183 +262,6 @@ func ReadSettings(r *wire.Reader) (Settings, error) {
 		s.Classes = nil
 	}
 	return s, err
-}
-
-// snapshotVersion is the snapshot format's version. Version 1 (four fields,
-// without a version number) had no marks of refused updates.
-const snapshotVersion = 2
-
-// WriteTo appends the snapshot to w as one msgpack array:
-//
-//	[version uint, clock uint, view, members, pending bin, refused]
-//	member:  [id str, live bool, entry uint, high uint, [ahead uint...], left bool, last uint]
-//	pending: an envelope (EncodeEnvelope)
-//	refused: [[origin str, clock uint]...], each naming a pending update
-func (s *Snapshot) WriteTo(w *wire.Writer) {
-	w.Array(6)
-	w.Uint(snapshotVersion)
-	w.Uint(s.Clock)
-	w.Floats(s.View)
-	w.Array(len(s.Members))
-	for _, m := range s.Members {
-		w.Array(7)
-		w.String(m.ID)
-		w.Bool(m.Live)
-		w.Uint(m.Entry)
-		w.Uint(m.High)
-		w.Array(len(m.Ahead))
-		for _, c := range m.Ahead {
-			w.Uint(c)
-		}
-		w.Bool(m.Left)
-		w.Uint(m.Last)
-	}
-	w.Bin(EncodeEnvelope(s.Pending))
-	w.Array(len(s.Refused))
-	for _, id := range s.Refused {
-		w.Array(2)
-		w.String(id.Origin)
-		w.Uint(id.Clock)
-	}
-}
-
-// ReadSnapshot reads a snapshot written by Snapshot.WriteTo. It checks the
-// shape only; Config.Start checks that it fits the model.
-func ReadSnapshot(r *wire.Reader) (*Snapshot, error) {
-	if err := r.Fields("snapshot", 6); err != nil {
-		return nil, err
-	}
-	ver, err := r.Uint("snapshot version")
-	if err != nil {
-		return nil, err
-	}
-	if ver != snapshotVersion {
-		return nil, fmt.Errorf("%w: snapshot version %d, this build reads version %d", wire.ErrMalformed, ver, snapshotVersion)
-	}
-	s := &Snapshot{}
-	if s.Clock, err = r.Uint("snapshot clock"); err != nil {
-		return nil, err
-	}
-	if s.View, err = r.Floats("snapshot view", MaxParams); err != nil {
-		return nil, err
-	}
-	n, err := r.Array("snapshot members", 7)
-	if err != nil {
-		return nil, err
-	}
-	if n > MaxMembers {
-		return nil, fmt.Errorf("%w: snapshot names %d members, limit %d", wire.ErrMalformed, n, MaxMembers)
-	}
-	s.Members = make([]MemberEntry, n)
-	for i := range s.Members {
-		m := &s.Members[i]
-		if err := r.Fields("snapshot member", 7); err != nil {
-			return nil, err
-		}
-		if m.ID, err = r.String("member id", maxOriginBytes); err != nil {
-			return nil, err
-		}
-		if m.Live, err = r.Bool("member live"); err != nil {
-			return nil, err
-		}
-		if m.Entry, err = r.Uint("member entry clock"); err != nil {
-			return nil, err
-		}
-		if m.High, err = r.Uint("member high-water mark"); err != nil {
-			return nil, err
-		}
-		k, err := r.Array("member gaps", 1)
-		if err != nil {
-			return nil, err
-		}
-		m.Ahead = make([]uint64, k)
-		for j := range m.Ahead {
-			if m.Ahead[j], err = r.Uint("member gap"); err != nil {
-				return nil, err
-			}
-		}
-		if m.Left, err = r.Bool("member left"); err != nil {
-			return nil, err
-		}
-		if m.Last, err = r.Uint("member last clock"); err != nil {
-			return nil, err
-		}
-	}
-	env, err := r.Bytes("snapshot pending", MaxEnvelopeBytes)
-	if err != nil {
-		return nil, err
-	}
-	if s.Pending, err = DecodeEnvelope(env); err != nil {
-		return nil, fmt.Errorf("snapshot pending: %w", err)
-	}
-	if s.Refused, err = readRefused(r, s.Pending); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// CheckMembers checks what a snapshot says of its members against its rows'
-// clock, by the rules a node started from it applies (Config.Start): every
-// member has an id, listed once; Entry <= High; High at most the rows'
-// clock, or equal to Entry for a member admitted above the rows (nothing of
-// it is in them: a donor admits a joiner at its own rows' clock, which may
-// be ahead of this node's); Ahead clocks in (High, Clock]. A checkpoint is
-// held to the same rules, so that whatever a node snapshots it can save
-// and start from again.
-func (s *Snapshot) CheckMembers() error {
-	seen := make(map[string]bool, len(s.Members))
-	for _, m := range s.Members {
-		switch {
-		case m.ID == "":
-			return fmt.Errorf("%w: a member has an empty id", ErrSnapshot)
-		case seen[m.ID]:
-			return fmt.Errorf("%w: member %q is listed twice", ErrSnapshot, m.ID)
-		case m.Entry > m.High:
-			return fmt.Errorf("%w: member %q holds up to %d, below its entry clock %d", ErrSnapshot, m.ID, m.High, m.Entry)
-		case m.High > max(s.Clock, m.Entry):
-			return fmt.Errorf("%w: member %q holds up to %d, above the rows' clock %d and its entry %d", ErrSnapshot, m.ID, m.High, s.Clock, m.Entry)
-		}
-		seen[m.ID] = true
-		for _, c := range m.Ahead {
-			if c <= m.High || c > s.Clock {
-				return fmt.Errorf("%w: member %q lists clock %d outside (%d, %d]", ErrSnapshot, m.ID, c, m.High, s.Clock)
-			}
-		}
-	}
-	return nil
-}
-
-// readRefused reads a snapshot's marks of refused updates: at most one per
-// pending update, each naming one of them.
-func readRefused(r *wire.Reader, pending []Update) ([]UpdateID, error) {
-	// An entry takes at least 3 bytes: array header, origin header, clock.
-	n, err := r.Array("snapshot refused", 3)
-	if err != nil {
-		return nil, err
-	}
-	if n > len(pending) {
-		return nil, fmt.Errorf("%w: snapshot marks %d updates refused, it carries %d", wire.ErrMalformed, n, len(pending))
-	}
-	carried := make(map[UpdateID]bool, len(pending))
-	for _, u := range pending {
-		carried[UpdateID{Origin: u.Origin, Clock: u.Clock}] = true
-	}
-	out := make([]UpdateID, n)
-	for i := range out {
-		if err := r.Fields("refused update", 2); err != nil {
-			return nil, err
-		}
-		if out[i].Origin, err = r.String("refused origin", maxOriginBytes); err != nil {
-			return nil, err
-		}
-		if out[i].Clock, err = r.Uint("refused clock"); err != nil {
-			return nil, err
-		}
-		if !carried[out[i]] {
-			return nil, fmt.Errorf("%w: snapshot marks %s's update %d refused and does not carry it", wire.ErrMalformed, out[i].Origin, out[i].Clock)
-		}
-	}
-	return out, nil
 }
 
 // readLocalSettings reads the local-step fields of settings, in the zero

@@ -1,13 +1,12 @@
 package node
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/sketchmesh/sketchmesh/wire"
 )
 
 // Retransmission ("sync").
@@ -113,22 +112,20 @@ func IsSyncMessage(data []byte) bool {
 
 // EncodeSync writes a sync request.
 func EncodeSync(m SyncMessage) []byte {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	// Writes to a bytes.Buffer cannot fail.
-	_ = enc.EncodeArrayLen(syncFields)
-	_ = enc.EncodeUint(syncKind)
-	_ = enc.EncodeString(syncTag)
-	_ = enc.EncodeUint(m.Upto)
-	_ = enc.EncodeArrayLen(len(m.Have))
+	w := wire.NewWriter()
+	w.Array(syncFields)
+	w.Uint(syncKind)
+	w.String(syncTag)
+	w.Uint(m.Upto)
+	w.Array(len(m.Have))
 	for _, e := range m.Have {
-		_ = enc.EncodeArrayLen(2)
-		_ = enc.EncodeString(e.Origin)
-		_ = enc.EncodeUint(e.Clock)
+		w.Array(2)
+		w.String(e.Origin)
+		w.Uint(e.Clock)
 	}
-	_ = enc.EncodeUint(m.Digest.Clock)
-	_ = enc.EncodeUint(m.Digest.Sum)
-	return buf.Bytes()
+	w.Uint(m.Digest.Clock)
+	w.Uint(m.Digest.Sum)
+	return w.Bytes()
 }
 
 // DecodeSync parses a sync request with the same discipline as
@@ -147,23 +144,18 @@ func decodeSync(data []byte) (SyncMessage, error) {
 	if len(data) > MaxSyncBytes {
 		return SyncMessage{}, fmt.Errorf("%d bytes exceeds the %d-byte limit", len(data), MaxSyncBytes)
 	}
-	r := bytes.NewReader(data)
-	dec := msgpack.NewDecoder(r)
-	n, err := arrayLen(dec, r, "sync request")
-	if err != nil {
+	r := wire.NewReader(data)
+	if err := r.Fields("sync request", syncFields); err != nil {
 		return SyncMessage{}, err
 	}
-	if n != syncFields {
-		return SyncMessage{}, fmt.Errorf("sync request has %d fields, want %d", n, syncFields)
-	}
-	kind, err := dec.DecodeUint64()
+	kind, err := r.Uint("kind")
 	if err != nil {
-		return SyncMessage{}, fmt.Errorf("kind: %w", err)
+		return SyncMessage{}, err
 	}
 	if kind != syncKind {
 		return SyncMessage{}, fmt.Errorf("kind %d, want %d", kind, syncKind)
 	}
-	tag, err := byteField(dec, r, data, "tag", len(syncTag))
+	tag, err := r.Bytes("tag", len(syncTag))
 	if err != nil {
 		return SyncMessage{}, err
 	}
@@ -171,48 +163,44 @@ func decodeSync(data []byte) (SyncMessage, error) {
 		return SyncMessage{}, fmt.Errorf("tag %q, want %q", tag, syncTag)
 	}
 	var m SyncMessage
-	if m.Upto, err = dec.DecodeUint64(); err != nil {
-		return SyncMessage{}, fmt.Errorf("upto: %w", err)
+	if m.Upto, err = r.Uint("upto"); err != nil {
+		return SyncMessage{}, err
 	}
-	count, err := arrayLen(dec, r, "entry list")
+	count, err := r.Array("entry list", 1)
 	if err != nil {
 		return SyncMessage{}, err
 	}
 	// Each entry takes at least 4 bytes (array header, origin header and one
 	// byte of origin, clock); the digest's two fields take at least 2 more.
-	if count > max(r.Len()-2, 0)/4 {
-		return SyncMessage{}, fmt.Errorf("%d entries cannot fit in %d bytes", count, r.Len())
+	if count > max(r.Remaining()-2, 0)/4 {
+		return SyncMessage{}, fmt.Errorf("%d entries cannot fit in %d bytes", count, r.Remaining())
 	}
 	m.Have = make([]SyncEntry, 0, count)
 	for i := 0; i < count; i++ {
-		k, err := arrayLen(dec, r, "entry")
-		if err != nil {
+		if err := r.Fields("entry", 2); err != nil {
 			return SyncMessage{}, fmt.Errorf("entry %d: %w", i, err)
 		}
-		if k != 2 {
-			return SyncMessage{}, fmt.Errorf("entry %d has %d fields, want 2", i, k)
-		}
-		origin, err := byteField(dec, r, data, "origin", maxOriginBytes)
+		origin, err := r.Bytes("origin", maxOriginBytes)
 		if err != nil {
 			return SyncMessage{}, fmt.Errorf("entry %d: %w", i, err)
 		}
 		if len(origin) == 0 {
 			return SyncMessage{}, fmt.Errorf("entry %d: empty origin", i)
 		}
-		c, err := dec.DecodeUint64()
+		c, err := r.Uint("clock")
 		if err != nil {
-			return SyncMessage{}, fmt.Errorf("entry %d: clock: %w", i, err)
+			return SyncMessage{}, fmt.Errorf("entry %d: %w", i, err)
 		}
 		m.Have = append(m.Have, SyncEntry{Origin: string(origin), Clock: c})
 	}
-	if m.Digest.Clock, err = dec.DecodeUint64(); err != nil {
-		return SyncMessage{}, fmt.Errorf("digest clock: %w", err)
+	if m.Digest.Clock, err = r.Uint("digest clock"); err != nil {
+		return SyncMessage{}, err
 	}
-	if m.Digest.Sum, err = dec.DecodeUint64(); err != nil {
-		return SyncMessage{}, fmt.Errorf("digest: %w", err)
+	if m.Digest.Sum, err = r.Uint("digest"); err != nil {
+		return SyncMessage{}, err
 	}
-	if r.Len() != 0 {
-		return SyncMessage{}, fmt.Errorf("%d trailing bytes", r.Len())
+	if err := r.End(); err != nil {
+		return SyncMessage{}, err
 	}
 	return m, nil
 }

@@ -1,12 +1,10 @@
 package node
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/sketchmesh/sketchmesh/wire"
 )
 
 // Update is one origin's additive update for one iteration, as it travels:
@@ -54,26 +52,24 @@ var ErrBadEnvelope = errors.New("bad envelope")
 // signatures are msgpack bin values with explicit lengths, so the decoder
 // can check each length against the bytes that remain before it reads.
 func EncodeEnvelope(updates []Update) []byte {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	// Writes to a bytes.Buffer cannot fail, so errors are impossible here.
-	_ = enc.EncodeArrayLen(2)
-	_ = enc.EncodeUint(wireVersion)
-	_ = enc.EncodeArrayLen(len(updates))
+	w := wire.NewWriter()
+	w.Array(2)
+	w.Uint(wireVersion)
+	w.Array(len(updates))
 	for _, u := range updates {
 		fields := 3
 		if len(u.Sig) > 0 {
 			fields = 4
 		}
-		_ = enc.EncodeArrayLen(fields)
-		_ = enc.EncodeString(u.Origin)
-		_ = enc.EncodeUint(u.Clock)
-		_ = enc.EncodeBytes(u.Frame)
+		w.Array(fields)
+		w.String(u.Origin)
+		w.Uint(u.Clock)
+		w.Bin(u.Frame)
 		if fields == 4 {
-			_ = enc.EncodeBytes(u.Sig)
+			w.Bin(u.Sig)
 		}
 	}
-	return buf.Bytes()
+	return w.Bytes()
 }
 
 // encodeEnvelopes writes updates, in order, as envelopes of at most limit
@@ -104,9 +100,6 @@ func envelopeHeaderBytes(count int) int {
 // EncodeEnvelope).
 func updateWireBytes(u Update) int {
 	n := 1 + strHeaderBytes(len(u.Origin)) + len(u.Origin) + uintBytes(u.Clock) + binHeaderBytes(len(u.Frame)) + len(u.Frame)
-	if u.Frame == nil {
-		n-- // written as msgpack nil, one byte
-	}
 	if len(u.Sig) > 0 {
 		n += binHeaderBytes(len(u.Sig)) + len(u.Sig)
 	}
@@ -163,111 +156,86 @@ func uintBytes(v uint64) int {
 
 // DecodeEnvelope parses a network message. It never reflect-decodes: every
 // array and byte length is checked against what remains of data before
-// anything is allocated, so a hostile header cannot make it allocate more
-// than data's own size. Frames alias data.
+// anything is allocated (wire.Reader), so a hostile header cannot make it
+// allocate more than data's own size. Frames alias data.
 func DecodeEnvelope(data []byte) ([]Update, error) {
-	if len(data) > MaxEnvelopeBytes {
-		return nil, fmt.Errorf("%w: %d bytes exceeds the %d-byte limit", ErrBadEnvelope, len(data), MaxEnvelopeBytes)
+	updates, err := decodeEnvelope(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadEnvelope, err)
 	}
-	r := bytes.NewReader(data)
-	dec := msgpack.NewDecoder(r)
-	n, err := arrayLen(dec, r, "envelope")
+	return updates, nil
+}
+
+func decodeEnvelope(data []byte) ([]Update, error) {
+	if len(data) > MaxEnvelopeBytes {
+		return nil, fmt.Errorf("%d bytes exceeds the %d-byte limit", len(data), MaxEnvelopeBytes)
+	}
+	r := wire.NewReader(data)
+	if err := r.Fields("envelope", 2); err != nil {
+		return nil, err
+	}
+	ver, err := r.Uint("version")
 	if err != nil {
 		return nil, err
 	}
-	if n != 2 {
-		return nil, fmt.Errorf("%w: envelope has %d fields, want 2", ErrBadEnvelope, n)
-	}
-	ver, err := dec.DecodeUint64()
-	if err != nil {
-		return nil, fmt.Errorf("%w: version: %v", ErrBadEnvelope, err)
-	}
 	if ver != wireVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadEnvelope, ver, wireVersion)
+		return nil, fmt.Errorf("version %d, want %d", ver, wireVersion)
 	}
-	count, err := arrayLen(dec, r, "update list")
+	count, err := r.Array("update list", 1)
 	if err != nil {
 		return nil, err
 	}
 	// Each update takes at least 4 bytes (array header, origin, clock, bin header).
-	if count > r.Len()/4 {
-		return nil, fmt.Errorf("%w: %d updates cannot fit in %d bytes", ErrBadEnvelope, count, r.Len())
+	if count > r.Remaining()/4 {
+		return nil, fmt.Errorf("%d updates cannot fit in %d bytes", count, r.Remaining())
 	}
 	updates := make([]Update, 0, count)
 	for i := 0; i < count; i++ {
-		u, err := decodeUpdate(dec, r, data)
+		u, err := readUpdate(r)
 		if err != nil {
 			return nil, fmt.Errorf("update %d: %w", i, err)
 		}
 		updates = append(updates, u)
 	}
-	if r.Len() != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrBadEnvelope, r.Len())
+	if err := r.End(); err != nil {
+		return nil, err
 	}
 	return updates, nil
 }
 
-func decodeUpdate(dec *msgpack.Decoder, r *bytes.Reader, data []byte) (Update, error) {
-	n, err := arrayLen(dec, r, "update")
+func readUpdate(r *wire.Reader) (Update, error) {
+	n, err := r.Array("update", 1)
 	if err != nil {
 		return Update{}, err
 	}
 	if n != 3 && n != 4 {
-		return Update{}, fmt.Errorf("%w: update has %d fields, want 3 or 4", ErrBadEnvelope, n)
+		return Update{}, fmt.Errorf("update has %d fields, want 3 or 4", n)
 	}
-	origin, err := byteField(dec, r, data, "origin", maxOriginBytes)
+	origin, err := r.Bytes("origin", maxOriginBytes)
 	if err != nil {
 		return Update{}, err
 	}
 	if len(origin) == 0 {
-		return Update{}, fmt.Errorf("%w: empty origin", ErrBadEnvelope)
+		return Update{}, errors.New("empty origin")
 	}
-	clock, err := dec.DecodeUint64()
+	clock, err := r.Uint("clock")
 	if err != nil {
-		return Update{}, fmt.Errorf("%w: clock: %v", ErrBadEnvelope, err)
+		return Update{}, err
 	}
-	frame, err := byteField(dec, r, data, "frame", MaxEnvelopeBytes)
+	frame, err := r.Bytes("frame", MaxEnvelopeBytes)
 	if err != nil {
 		return Update{}, err
 	}
 	u := Update{Origin: string(origin), Clock: clock, Frame: frame}
 	if n == 4 {
-		if u.Sig, err = byteField(dec, r, data, "signature", MaxSignatureBytes); err != nil {
+		if u.Sig, err = r.Bytes("signature", MaxSignatureBytes); err != nil {
 			return Update{}, err
 		}
 		if len(u.Sig) == 0 {
 			// The encoder writes an unsigned update with three fields: an
 			// empty fourth is not the canonical form.
-			return Update{}, fmt.Errorf("%w: empty signature field", ErrBadEnvelope)
+			return Update{}, errors.New("empty signature field")
 		}
 	}
 	return u, nil
-}
-
-func arrayLen(dec *msgpack.Decoder, r *bytes.Reader, what string) (int, error) {
-	n, err := dec.DecodeArrayLen()
-	if err != nil {
-		return 0, fmt.Errorf("%w: %s: %v", ErrBadEnvelope, what, err)
-	}
-	if n < 0 || n > r.Len() {
-		return 0, fmt.Errorf("%w: %s claims %d elements, %d bytes remain", ErrBadEnvelope, what, n, r.Len())
-	}
-	return n, nil
-}
-
-// byteField reads a str or bin value without copying: it checks the declared
-// length against the remaining bytes and returns a sub-slice of data.
-func byteField(dec *msgpack.Decoder, r *bytes.Reader, data []byte, what string, limit int) ([]byte, error) {
-	n, err := dec.DecodeBytesLen()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadEnvelope, what, err)
-	}
-	if n < 0 || n > r.Len() || n > limit {
-		return nil, fmt.Errorf("%w: %s claims %d bytes, %d remain (limit %d)", ErrBadEnvelope, what, n, r.Len(), limit)
-	}
-	start := len(data) - r.Len()
-	if _, err := r.Seek(int64(n), io.SeekCurrent); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadEnvelope, what, err)
-	}
-	return data[start : start+n : start+n], nil
 }

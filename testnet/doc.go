@@ -1,5 +1,5 @@
-// Package testnet runs whole meshes on one machine, for trying sketchmesh
-// out and for measuring it. It contains no training or protocol logic of its
+// Package testnet owns the harnesses that run whole meshes on one machine,
+// for trying sketchmesh out and for measuring it. It contains no training or protocol logic of its
 // own: it wires the same node cores (package node) that a real mesh runs.
 //
 //   - Run starts several real libp2p hosts on 127.0.0.1, each driving a node

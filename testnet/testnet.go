@@ -40,7 +40,7 @@ type Config struct {
 	LR        float64
 	L2        float64
 	// Batch is the mini-batch per node: a fraction of the node's shard when
-	// below 1, a row count otherwise.
+	// below 1 (rounded up), a row count otherwise (node.BatchRows).
 	Batch      float64
 	Iterations int
 	Seed       uint64
@@ -186,12 +186,11 @@ func validateRun(train, test *dataset.Dataset, iterations int, batch float64, st
 		return errors.New("no test data")
 	case iterations < 1:
 		return fmt.Errorf("iterations must be >= 1, got %d", iterations)
-	case !(batch > 0) || math.IsInf(batch, 0):
-		return fmt.Errorf("batch must be a fraction in (0,1) or a row count >= 1, got %v", batch)
-	case batch > 1 && batch != math.Trunc(batch):
-		return fmt.Errorf("batch above 1 must be a whole row count, got %v", batch)
 	case staleness < 0:
 		return fmt.Errorf("staleness must be >= 0, got %d", staleness)
+	}
+	if err := node.CheckBatch(batch); err != nil {
+		return err
 	}
 	if _, err := codec.ByName(codecName); err != nil {
 		return err
@@ -206,22 +205,14 @@ func validateRun(train, test *dataset.Dataset, iterations int, batch float64, st
 	return nil
 }
 
-// batchRows turns the Batch setting into a row count for a shard.
-func (c *Config) batchRows(shardRows int) int {
-	if c.Batch < 1 {
-		return max(1, int(math.Ceil(c.Batch*float64(shardRows))))
-	}
-	return min(int(c.Batch), shardRows)
-}
+// batchRows turns the Batch setting into a row count for a shard
+// (node.BatchRows).
+func (c *Config) batchRows(shardRows int) int { return node.BatchRows(c.Batch, shardRows) }
 
-// NewModel builds the model cfg describes, with its dimension and classes
-// taken from the training data.
+// NewModel is model.NewModel, under the name the simulator and the
+// attacker call it by.
 func NewModel(kind model.Kind, l2 float64, train *dataset.Dataset) (*model.Model, error) {
-	mc := model.Config{Kind: kind, MaxFeature: train.MaxFeature, L2: l2}
-	if kind == model.Softmax {
-		mc.Classes = train.Labels()
-	}
-	return model.New(mc)
+	return model.NewModel(kind, l2, train)
 }
 
 // StreamSource is a node's stream of mini-batches (see Config.Batches).
@@ -273,7 +264,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mdl, err := NewModel(cfg.Model, cfg.L2, cfg.Train)
+	mdl, err := model.NewModel(cfg.Model, cfg.L2, cfg.Train)
 	if err != nil {
 		return nil, err
 	}

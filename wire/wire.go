@@ -1,6 +1,7 @@
-// Package wire reads and writes the msgpack shapes that sketchmesh puts on
-// the network and on disk (join requests and replies, membership
-// announcements, checkpoints), without reflection.
+// Package wire owns the checked reading and writing of the msgpack shapes
+// that sketchmesh puts on the network and on disk (update envelopes, sync requests, join requests
+// and replies, membership announcements, snapshots, checkpoints), without
+// reflection.
 //
 // It exists because msgpack's reflecting decoder trusts the lengths in its
 // input: a few hostile bytes that claim a huge array or map make it
