@@ -41,8 +41,6 @@ type HostConfig struct {
 	Key crypto.PrivKey
 	// Logger receives the host's logs; nil uses slog.Default().
 	Logger *slog.Logger
-	// Shape, when set, emulates a WAN link to each peer (see LinkShape).
-	Shape func(to string) LinkShape
 	// PSK, when set, makes the host a member of a private network: every
 	// connection is encrypted with this 32-byte pre-shared key (LoadPSK),
 	// and peers without it cannot connect. Private networks run over TCP
@@ -58,25 +56,6 @@ type HostConfig struct {
 	// Reach, when set, adds QUIC (unless PSK is set), relays, hole
 	// punching, AutoNAT and announced addresses (see ReachConfig).
 	Reach *ReachConfig
-}
-
-// LinkShape is an emulated link: each message waits for the link to be free,
-// takes len/Bandwidth to transmit, then Latency to arrive. The sender holds
-// the message for that long before writing it to the real stream, so
-// messages on one link pipeline as they would on a real path, and the real
-// TCP, Noise and yamux stack still carries every byte.
-type LinkShape struct {
-	Latency time.Duration // one way
-	// Bandwidth in bytes per second; 0 is unlimited.
-	Bandwidth float64
-}
-
-// transmitTime is how long len bytes occupy the link.
-func (l LinkShape) transmitTime(n int) time.Duration {
-	if l.Bandwidth <= 0 {
-		return 0
-	}
-	return time.Duration(float64(n) / l.Bandwidth * float64(time.Second))
 }
 
 // TrafficStats counts what a host put on and took off its update streams,
@@ -126,7 +105,6 @@ type Host struct {
 	inboxLimit int64
 	// lastInboxWarn (unix nanoseconds) rate-limits reports of inbox drops.
 	lastInboxWarn atomic.Int64
-	shape         func(to string) LinkShape
 	// maxMessage bounds an inbound message; rate limits each peer's.
 	maxMessage int
 	rate       *rateLimiter
@@ -222,7 +200,6 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, fmt.Errorf("start libp2p host on %v: %w", cfg.ListenAddrs, OneLine(err))
 	}
 	mh := newHost(h, logger, limits)
-	mh.shape = cfg.Shape
 	mh.rcmgr = mgr
 	if reach != nil {
 		if err := reach.start(h); err != nil {
@@ -401,9 +378,6 @@ func (m *Host) SendTo(to peer.ID, data []byte) {
 	s := m.senders[to]
 	if s == nil {
 		s = &sender{host: m, to: to, wake: make(chan struct{}, 1), counters: m.traffic.get(to)}
-		if m.shape != nil {
-			s.shape = m.shape(to.String())
-		}
 		m.senders[to] = s
 		m.wg.Add(1)
 		go s.loop()

@@ -174,7 +174,7 @@ func TestSendQueueBounded(t *testing.T) {
 			t.Fatalf("after %d messages %d bytes queued, limit %d", i+1, s.queuedBytes, 64<<10)
 		}
 	}
-	if len(s.queue) != 4 || !bytes.Equal(s.queue[3].data, msg(199)) || !bytes.Equal(s.queue[0].data, msg(196)) {
+	if len(s.queue) != 4 || !bytes.Equal(s.queue[3], msg(199)) || !bytes.Equal(s.queue[0], msg(196)) {
 		t.Fatalf("queue holds %d messages; want the newest 4", len(s.queue))
 	}
 	if got := h.Traffic().SendDropped; got != 196 {
@@ -182,7 +182,7 @@ func TestSendQueueBounded(t *testing.T) {
 	}
 	// A message over the limit on its own is still queued.
 	s.push(make([]byte, 1<<20))
-	if len(s.queue) != 1 || len(s.queue[0].data) != 1<<20 {
+	if len(s.queue) != 1 || len(s.queue[0]) != 1<<20 {
 		t.Fatalf("a large message: queue of %d", len(s.queue))
 	}
 }

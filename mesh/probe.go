@@ -15,10 +15,8 @@ import (
 // writes probeBytes, the other side writes them back, at most probeEchoes
 // times per stream. Round trips group members into sites (halton.SiteLabel).
 //
-// libp2p's own ping would do on a real network, but it bypasses the
-// emulated links of a testnet (HostConfig.Shape); a probe waits for the
-// emulated latency in each direction, as an update does, so the testnet
-// measures the WAN it emulates.
+// A testnet's ShapedTransport adds its emulated latency to what a probe
+// measures, so the testnet groups members by the WAN it emulates.
 const ProbeProtocol = protocol.ID("/sketchmesh/probe/1")
 
 const (
@@ -27,36 +25,18 @@ const (
 	probeTimeout = 10 * time.Second
 )
 
-// serveProbe echoes a prober's messages back, after the emulated latency.
+// serveProbe echoes a prober's messages back.
 func (m *Host) serveProbe(s network.Stream) {
 	defer func() { _ = s.Close() }()
 	_ = s.SetDeadline(time.Now().Add(probeTimeout))
-	var shape LinkShape
-	if m.shape != nil {
-		shape = m.shape(s.Conn().RemotePeer().String())
-	}
 	buf := make([]byte, probeBytes)
 	for range probeEchoes {
 		if _, err := io.ReadFull(s, buf); err != nil {
 			return
 		}
-		m.sleep(shape.Latency)
 		if _, err := s.Write(buf); err != nil {
 			return
 		}
-	}
-}
-
-// sleep waits d or until the host closes.
-func (m *Host) sleep(d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-m.shutdown:
 	}
 }
 
@@ -88,15 +68,10 @@ func (m *Host) ProbeRTT(ctx context.Context, to string) (time.Duration, error) {
 	if d, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(d)
 	}
-	var shape LinkShape
-	if m.shape != nil {
-		shape = m.shape(to)
-	}
 	buf := make([]byte, probeBytes)
 	best := time.Duration(-1)
 	for k := range probeEchoes {
 		start := time.Now()
-		m.sleep(shape.Latency)
 		if _, err := s.Write(buf); err != nil {
 			return 0, fmt.Errorf("probe %s: %w", shortID(pid), OneLine(err))
 		}

@@ -13,8 +13,8 @@ import (
 )
 
 // The send path: one sender per peer owns the outbound update stream and
-// drains its queue in order, with the emulated link's shaping when the
-// host has one.
+// drains its queue in order. Emulated links live in front of it
+// (ShapedTransport).
 
 // sender owns the outbound stream to one peer and drains its queue in order.
 type sender struct {
@@ -23,14 +23,13 @@ type sender struct {
 	wake     chan struct{}
 	counters *peerCounters
 
-	shape LinkShape
 	// lastWarn and suppressed rate-limit failure reports (warnFailure);
 	// only the sender's loop touches them.
 	lastWarn   time.Time
 	suppressed int
 
 	mu    sync.Mutex
-	queue []queued
+	queue [][]byte
 	// queuedBytes is the size of queue (not of the batch being written),
 	// held under Host.maxQueue by dropping the oldest messages.
 	queuedBytes int
@@ -39,34 +38,17 @@ type sender struct {
 	dropsUnreported int
 	writing         bool
 	done            bool
-	linkFree        time.Time
-}
-
-// queued is a message and, on an emulated link, the time it arrives.
-type queued struct {
-	data []byte
-	due  time.Time
 }
 
 func (s *sender) push(data []byte) {
 	s.mu.Lock()
-	q := queued{data: data}
-	if s.shape != (LinkShape{}) {
-		now := time.Now()
-		start := now
-		if s.linkFree.After(now) {
-			start = s.linkFree
-		}
-		s.linkFree = start.Add(s.shape.transmitTime(len(data) + lengthPrefix))
-		q.due = s.linkFree.Add(s.shape.Latency)
-	}
-	s.queue = append(s.queue, q)
+	s.queue = append(s.queue, data)
 	s.queuedBytes += len(data)
 	// A peer that does not keep up must not grow the queue without bound;
 	// what it loses it pulls when it needs it (node.Node).
 	for s.queuedBytes > s.host.maxQueue && len(s.queue) > 1 {
-		s.queuedBytes -= len(s.queue[0].data)
-		s.queue[0] = queued{} // the dropped message can be collected
+		s.queuedBytes -= len(s.queue[0])
+		s.queue[0] = nil // the dropped message can be collected
 		s.queue = s.queue[1:]
 		s.host.sendDropped.Add(1)
 		s.dropsUnreported++
@@ -134,26 +116,15 @@ func (s *sender) loop() {
 			<-s.wake
 			continue
 		}
-		for _, q := range batch {
+		for _, data := range batch {
 			if s.stopped() {
 				break
 			}
-			if wait := time.Until(q.due); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-t.C:
-				case <-s.host.shutdown:
-					t.Stop()
-				}
-				if s.stopped() {
-					break
-				}
-			}
 			var err error
-			stream, err = s.write(stream, q.data)
+			stream, err = s.write(stream, data)
 			if err != nil && !s.stopped() {
 				s.host.sendFailures.Add(1)
-				s.warnFailure(len(q.data), err)
+				s.warnFailure(len(data), err)
 			}
 		}
 		s.mu.Lock()

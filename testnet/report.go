@@ -157,7 +157,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 	for _, m := range members {
 		met := m.core.Evaluate(cfg.Test.Rows)
 		st := m.core.Stats()
-		tr := updateTraffic(m.host.Traffic())
+		tr := updateTraffic(m.net.Traffic())
 		r.PerNode = append(r.PerNode, NodeReport{
 			ID:             m.core.ID(),
 			TrainRows:      m.trainRows(),

@@ -14,7 +14,7 @@ import (
 )
 
 // Site-aware overlay (Config.Sites): before training, every node probes
-// every other over the emulated WAN (mesh.Host.ProbeRTT) and derives its
+// every other over the emulated WAN (mesh.ShapedTransport.ProbeRTT) and derives its
 // site label from its own round trips (halton.SiteLabel), as a member of a
 // real mesh does before it announces the label in its hellos; the overlay
 // is halton.BuildSites over those labels, the flat overlay when they name
@@ -65,7 +65,7 @@ func siteLabels(ctx context.Context, cfg Config, members []*member) (map[string]
 				info := peer.AddrInfo{ID: b.Libp2p().ID(), Addrs: b.Libp2p().Addrs()}
 				d, err := time.Duration(0), a.Connect(ctx, info)
 				if err == nil {
-					d, err = a.ProbeRTT(ctx, b.ID())
+					d, err = members[j.from].net.ProbeRTT(ctx, b.ID())
 				}
 				mu.Lock()
 				if err != nil && firstErr == nil {

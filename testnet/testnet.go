@@ -224,7 +224,10 @@ type StreamSource interface {
 }
 
 type member struct {
-	host    *mesh.Host
+	host *mesh.Host
+	// net is what the member's daemon sends through: the host, behind the
+	// emulated links of the run's WAN when it has one.
+	net     mesh.Transport
 	allow   *mesh.AllowList
 	core    *node.Node
 	shard   *dataset.Dataset
@@ -278,7 +281,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer func() {
 		for _, m := range members {
-			_ = m.host.Close()
+			m.close()
 		}
 	}()
 
@@ -427,7 +430,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i, m := range members {
 		pace := cfg.pace(i, observe)
 		driver, err := mesh.NewDaemon(runCtx, mesh.DaemonConfig{
-			Mesh: cfg.meshName(), Host: m.host, Node: m.core, Settings: cfg.settings(mdl),
+			Mesh: cfg.meshName(), Host: m.host, Transport: m.net, Node: m.core, Settings: cfg.settings(mdl),
 			RelayWindow: cfg.RelayWindow, DeadAfter: cfg.DeadAfter, JoinTimeout: joinerJoinTimeout,
 			Overlay:          overlay,
 			OverlayBroadcast: true, Reliable: true, Progress: -1, Logger: nodeLogger(cfg.Logger),
@@ -582,15 +585,16 @@ func (c *Config) pace(i int, observe func(*node.Node)) func(*node.Node, time.Dur
 }
 
 // startHosts starts one libp2p host per node on 127.0.0.1 and connects every
-// pair; with an emulated WAN, each host shapes its sends per peer.
+// pair; with an emulated WAN, each member sends through a
+// mesh.ShapedTransport that holds each message for its link.
 func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
 	members := make([]*member, 0, cfg.Nodes)
 	// index maps a peer id to its node number; shapers read it only after
 	// every host has started.
-	index := map[string]int{}
+	index := map[peer.ID]int{}
 	fail := func(err error) ([]*member, error) {
 		for _, m := range members {
-			_ = m.host.Close()
+			m.close()
 		}
 		return nil, err
 	}
@@ -604,9 +608,6 @@ func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
 			Key:         key,
 			Logger:      cfg.Logger,
 		}
-		if cfg.WAN.Emulated() {
-			hc.Shape = func(to string) mesh.LinkShape { return cfg.WAN.LinkBetween(i, index[to]) }
-		}
 		if err := cfg.secureHost(&hc); err != nil {
 			return fail(err)
 		}
@@ -614,10 +615,22 @@ func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
 		if err != nil {
 			return fail(fmt.Errorf("node %d: %w", i, err))
 		}
-		members = append(members, &member{host: h, allow: hc.Allow})
-		index[h.ID()] = i
+		m := &member{host: h, net: h, allow: hc.Allow}
+		if cfg.WAN.Emulated() {
+			m.net = mesh.NewShapedTransport(h, func(to peer.ID) mesh.LinkShape { return cfg.WAN.LinkBetween(i, index[to]) }, 0)
+		}
+		members = append(members, m)
+		index[h.Libp2p().ID()] = i
 	}
 	return members, nil
+}
+
+// close stops the member's emulated links, then its host.
+func (m *member) close() {
+	if s, ok := m.net.(*mesh.ShapedTransport); ok {
+		s.Close()
+	}
+	_ = m.host.Close()
 }
 
 // nodeKey derives node i's identity from the run's seed. Peer ids decide the
@@ -698,7 +711,7 @@ func connect(ctx context.Context, members []*member, r Router) error {
 func totalBytes(members []*member) uint64 {
 	var sum uint64
 	for _, m := range members {
-		sum += updateTraffic(m.host.Traffic()).BytesSent
+		sum += updateTraffic(m.net.Traffic()).BytesSent
 	}
 	return sum
 }

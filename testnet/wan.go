@@ -11,14 +11,15 @@ import (
 
 // The real testnet and the simulator share one description of the network,
 // LinkProfile, parsed by ParseLinkProfile. The testnet emulates its latency
-// and bandwidth on real loopback TCP streams behind a shaping wrapper in the
-// sender (mesh.LinkShape): each message waits for the link, its transmission
-// time at the link's bandwidth and the one-way latency before it is written.
+// and bandwidth on real loopback TCP streams behind a transport decorator
+// (mesh.ShapedTransport, wrapped around each member's host): each message
+// waits for the link, its transmission time at the link's bandwidth and the
+// one-way latency before the host's sender writes it.
 // go-libp2p's mocknet was the other candidate, but its streams deliver one
 // large write per latency period (a write blocks until the previous one has
 // "arrived"), so a 120 ms link carries about eight messages a second whatever
 // its bandwidth: that models a stop-and-wait link, not a WAN path, and would
-// hide exactly what staleness is meant to win back. The wrapper keeps the
+// hide exactly what staleness is meant to win back. The decorator keeps the
 // real TCP, Noise and yamux stack under every byte; loss, jitter,
 // duplication and reordering are the simulator's (TCP would hide them anyway).
 

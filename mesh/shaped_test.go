@@ -1,0 +1,121 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// recordingTransport stands for a host: it records what reaches it and when.
+type recordingTransport struct {
+	Transport
+	mu      sync.Mutex
+	sent    [][]byte
+	at      []time.Time
+	forgot  []peer.ID
+	dropped uint64
+	rtt     time.Duration
+}
+
+func (r *recordingTransport) SendTo(_ peer.ID, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent = append(r.sent, data)
+	r.at = append(r.at, time.Now())
+}
+
+func (r *recordingTransport) Forget(p peer.ID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgot = append(r.forgot, p)
+}
+
+func (r *recordingTransport) Flush(context.Context) error { return nil }
+
+func (r *recordingTransport) Traffic() TrafficStats { return TrafficStats{SendDropped: r.dropped} }
+
+func (r *recordingTransport) ProbeRTT(context.Context, string) (time.Duration, error) {
+	return r.rtt, nil
+}
+
+func (r *recordingTransport) handed() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sent)
+}
+
+// Messages on a shaped link pipeline: each waits for the link, its
+// transmission at the link's bandwidth and the one-way latency, in order;
+// Flush returns once all of them have reached the inner transport.
+func TestShapedLinkPipelinesLatencyAndBandwidth(t *testing.T) {
+	inner := &recordingTransport{}
+	const latency = 40 * time.Millisecond
+	// 1,000 bytes with the length prefix take 10 ms at 100 kB/s.
+	s := NewShapedTransport(inner, func(peer.ID) LinkShape { return LinkShape{Latency: latency, Bandwidth: 1e5} }, 0)
+	defer s.Close()
+	start := time.Now()
+	for i := range 3 {
+		s.SendTo(fixedPeer(1), append(make([]byte, 1000-lengthPrefix-1), byte(i)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := inner.handed(); got != 3 {
+		t.Fatalf("Flush returned with %d of 3 messages handed on", got)
+	}
+	for i, at := range inner.at {
+		if inner.sent[i][len(inner.sent[i])-1] != byte(i) {
+			t.Fatalf("message %d handed on out of order", i)
+		}
+		if want := latency + time.Duration(i+1)*10*time.Millisecond; at.Sub(start) < want {
+			t.Fatalf("message %d handed on after %v, want at least %v", i, at.Sub(start), want)
+		}
+	}
+}
+
+// Forget drops what waits on the link and forgets the peer in the inner
+// transport too; a link that holds more than its limit drops the oldest and
+// counts them among the inner transport's drops.
+func TestShapedLinkForgetAndBound(t *testing.T) {
+	inner := &recordingTransport{dropped: 5}
+	s := NewShapedTransport(inner, func(peer.ID) LinkShape { return LinkShape{Latency: time.Hour} }, 64<<10)
+	defer s.Close()
+	for i := range 200 {
+		s.SendTo(fixedPeer(1), bytes.Repeat([]byte{byte(i)}, 16<<10))
+	}
+	if got := s.Traffic().SendDropped; got != 5+196 {
+		t.Fatalf("SendDropped = %d, want 5 of the inner transport and 196 of the link", got)
+	}
+	s.Forget(fixedPeer(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatalf("Flush after Forget: %v", err)
+	}
+	if inner.handed() != 0 || len(inner.forgot) != 1 || inner.forgot[0] != fixedPeer(1) {
+		t.Fatalf("after Forget: %d handed on, forgot %v", inner.handed(), inner.forgot)
+	}
+}
+
+// A probe pays the link's latency both ways on top of the inner round trip.
+func TestShapedProbeAddsTheRoundTrip(t *testing.T) {
+	inner := &recordingTransport{rtt: 5 * time.Millisecond}
+	s := NewShapedTransport(inner, func(peer.ID) LinkShape { return LinkShape{Latency: 30 * time.Millisecond} }, 0)
+	defer s.Close()
+	rtt, err := s.ProbeRTT(context.Background(), fixedPeer(2).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rtt != 65*time.Millisecond {
+		t.Fatalf("rtt = %v, want 65ms", rtt)
+	}
+	if _, err := s.ProbeRTT(context.Background(), "not-a-peer-id"); err == nil {
+		t.Fatal("a probe to an invalid peer id succeeded")
+	}
+}
