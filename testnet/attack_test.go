@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sketchmesh/sketchmesh/attack"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
 )
@@ -75,7 +76,7 @@ func TestHostilePeers(t *testing.T) {
 		// The joiner refuses the liar's snapshot, pending frames and
 		// all; the members may refuse copies of the joiner's leave
 		// notice for the incarnation the liar admitted.
-		donorLie: {[]string{node.RejectSnapshotMismatch}, false},
+		attack.DonorLie: {[]string{node.RejectSnapshotMismatch}, false},
 	}
 	kinds := AttackKinds
 	if raceEnabled {
@@ -90,13 +91,13 @@ func TestHostilePeers(t *testing.T) {
 				c.Robust = node.RobustConfig{Clip: true}
 				tolerance = 2
 			}
-			b := baselines[memberAttack(kind)]
+			b := baselines[attack.IsMember(kind)]
 			if kind == "stale-incarnation" {
 				// The attacker retires itself at clock 2 (its new
 				// incarnation never speaks): the mesh is the one without it.
 				b = baselines[false]
 			}
-			if kind == donorLie {
+			if kind == attack.DonorLie {
 				// The same mesh with the same joiner, which joins
 				// through node 0 at once.
 				rep, peak, err := runSampled(ctx, Baseline(c))
@@ -128,10 +129,10 @@ func TestHostilePeers(t *testing.T) {
 			if want[kind].exact && rejected != a.Tried {
 				t.Errorf("tried %d, rejected %d (%v): every hostile message must be refused", a.Tried, rejected, a.Rejected)
 			}
-			if kind == donorLie && a.Rejected[node.RejectSnapshotMismatch] != 1 {
+			if kind == attack.DonorLie && a.Rejected[node.RejectSnapshotMismatch] != 1 {
 				t.Errorf("the joiner refused %d snapshots for their rows, want the liar's", a.Rejected[node.RejectSnapshotMismatch])
 			}
-			if rejected > a.Tried && kind != donorLie {
+			if rejected > a.Tried && kind != attack.DonorLie {
 				t.Errorf("rejected %d of %d tried (%v)", rejected, a.Tried, a.Rejected)
 			}
 			if a.AppliedInvalid != 0 || a.Panics != 0 || !a.WithinMemoryBound || a.Stalled || a.ForgedMembers != 0 {
@@ -147,7 +148,7 @@ func TestHostilePeers(t *testing.T) {
 			// membership kinds, the pause its made-up joiners cause can leave
 			// its last update to each node in flight at the end.
 			inFlight := uint64(0)
-			if slices.Contains(membershipKinds, kind) {
+			if slices.Contains(attack.MembershipKinds, kind) {
 				inFlight = uint64(cfg.Nodes)
 			}
 			if a.Member && (a.AppliedValid > a.ValidSent || a.AppliedValid+inFlight < a.ValidSent) {

@@ -4,8 +4,11 @@
 //
 //   - Run starts several real libp2p hosts on 127.0.0.1, each driving a node
 //     core on its own shard of a data set, over loopback TCP or over links
-//     shaped like a WAN (LinkProfile, see wan.go), and reports how training
-//     went.
+//     shaped like a WAN (LinkProfile, see wan.go; each member sends through
+//     a mesh.ShapedTransport), and reports how training went. With
+//     Config.Attack it hosts a hostile peer (package attack) through one
+//     hook, the adversary interface (adversary.go); RunAttack compares the
+//     attacked run with its baseline (attack.go).
 //   - LiveView, given to Run, keeps a copy of every node's state for the
 //     live web view (package liveview), taken on each node's own loop.
 //   - Simulate runs hundreds or thousands of node cores as a deterministic

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
@@ -91,7 +92,7 @@ func startJoiner(ctx context.Context, cfg Config, members []*member) (*joiner, e
 			return nil, fmt.Errorf("joiner: %w", err)
 		}
 	}
-	return &joiner{member: &member{host: h, allow: hc.Allow}, key: key, refused: map[string]uint64{}}, nil
+	return &joiner{member: &member{host: h, net: h, allow: hc.Allow}, key: key, refused: map[string]uint64{}}, nil
 }
 
 // fullAddr is m's first address with its peer id, as --join takes it.
@@ -102,7 +103,7 @@ func fullAddr(h *mesh.Host) (ma.Multiaddr, error) {
 
 // run waits for node 0 to reach the join iteration, joins and trains to
 // the end. It returns when the joiner is done or the run ends.
-func (j *joiner) join(ctx context.Context, cfg Config, members []*member, att *attacker, mdl *model.Model, shard *dataset.Dataset, build func(node.Config) (*node.Node, error)) error {
+func (j *joiner) join(ctx context.Context, cfg Config, members []*member, att adversary, mdl *model.Model, shard *dataset.Dataset, build func(node.Config) (*node.Node, error)) error {
 	at := uint64(cfg.joinAt())
 	for members[0].clock.Load() < at {
 		select {
@@ -112,8 +113,8 @@ func (j *joiner) join(ctx context.Context, cfg Config, members []*member, att *a
 		}
 	}
 	var donors []ma.Multiaddr
-	if att != nil && att.member {
-		a, err := fullAddr(att.host)
+	if h := att.donor(); h != nil {
+		a, err := fullAddr(h)
 		if err != nil {
 			return err
 		}
@@ -174,6 +175,10 @@ func (j *joiner) join(ctx context.Context, cfg Config, members []*member, att *a
 	}
 	j.member.run, err = driver.Run(ctx)
 	return err
+}
+
+func addrInfo(m *member) peer.AddrInfo {
+	return peer.AddrInfo{ID: m.host.Libp2p().ID(), Addrs: m.host.Libp2p().Addrs()}
 }
 
 func addrStrings(h *mesh.Host) []string {

@@ -302,7 +302,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := connect(ctx, members, links); err != nil {
 		return nil, err
 	}
-	att, err := startAttacker(ctx, cfg, members)
+	att, err := newAdversary(ctx, cfg, members)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package testnet
+package attack
 
 import (
 	"bytes"
@@ -33,13 +33,13 @@ import (
 //	sync-amplify       sync requests for every origin's updates from clock
 //	                   0 up to the largest clock, eight per clock
 //	donor-lie          a joiner's snapshot with rows that are not the
-//	                   mesh's and altered pending frames (attack_donor.go)
+//	                   mesh's and altered pending frames (donor.go)
 
-// membershipKinds lists the kinds above.
-var membershipKinds = []string{"admit-forge", "hello-forge", "stale-incarnation", "leave-forge", "sync-amplify", donorLie}
+// MembershipKinds lists the kinds above.
+var MembershipKinds = []string{"admit-forge", "hello-forge", "stale-incarnation", "leave-forge", "sync-amplify", DonorLie}
 
 // announce signs a as signer (with auth) and sends it to victim.
-func (a *attacker) announce(to string, an node.Announcement, signer string, auth *mesh.KeyAuthenticator) {
+func (a *Attacker) announce(to string, an node.Announcement, signer string, auth *mesh.KeyAuthenticator) {
 	an.Signer = signer
 	sig, err := auth.SignMessage(node.AnnouncementSignedBytes(an))
 	if err != nil {
@@ -53,7 +53,7 @@ func (a *attacker) announce(to string, an node.Announcement, signer string, auth
 
 // fresh returns the k-th made-up identity: a member id with a key of its
 // own, the same for every victim.
-func (a *attacker) fresh(k int) (string, *mesh.KeyAuthenticator) {
+func (a *Attacker) fresh(k int) (string, *mesh.KeyAuthenticator) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if f, ok := a.made[k]; ok {
@@ -83,11 +83,11 @@ type madeUp struct {
 }
 
 // membershipAttack sends victim this clock's membership attack.
-func (a *attacker) membershipAttack(to string, clock uint64) {
+func (a *Attacker) membershipAttack(to string, clock uint64) {
 	others := func() []string {
 		var out []string
 		for _, v := range a.victims {
-			if id := v.host.ID(); id != to {
+			if id := v.Host.ID(); id != to {
 				out = append(out, id)
 			}
 		}
@@ -131,7 +131,7 @@ func (a *attacker) membershipAttack(to string, clock uint64) {
 	case "sync-amplify":
 		var have []node.SyncEntry
 		for _, v := range a.victims {
-			have = append(have, node.SyncEntry{Origin: v.host.ID(), Clock: 0})
+			have = append(have, node.SyncEntry{Origin: v.Host.ID(), Clock: 0})
 		}
 		req := node.EncodeSync(node.SyncMessage{Upto: math.MaxUint64, Have: have})
 		for range 8 {
@@ -144,7 +144,7 @@ func (a *attacker) membershipAttack(to string, clock uint64) {
 // heartbeat says hello to every victim every 500 ms, as a member does, so
 // the honest nodes' failure detectors keep the attacker live (and keep
 // routing it their updates, to which it answers with its attack).
-func (a *attacker) heartbeat(ctx context.Context) {
+func (a *Attacker) heartbeat(ctx context.Context) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for seq := uint64(1); ; seq++ {
@@ -163,7 +163,7 @@ func (a *attacker) heartbeat(ctx context.Context) {
 		hello.Sig = sig
 		stale := a.kind == "stale-incarnation" && a.reincarnated.Load()
 		for _, v := range a.victims {
-			to := v.host.ID()
+			to := v.Host.ID()
 			if stale {
 				// Once superseded, its own hellos are an old
 				// incarnation's; with them, the other victims' first
@@ -189,7 +189,7 @@ func (a *attacker) heartbeat(ctx context.Context) {
 
 // rememberHello keeps the first hellos each victim sent the attacker, to
 // replay them later.
-func (a *attacker) rememberHello(from string, data []byte) {
+func (a *Attacker) rememberHello(from string, data []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.hellos[from]) < 3 {
@@ -200,18 +200,18 @@ func (a *attacker) rememberHello(from string, data []byte) {
 // membersOutsideRules counts, over the honest nodes, the members they hold
 // that are neither honest nodes, nor the attacker's own incarnations, nor
 // the made-up joiners a member may admit: what a forgery would have added.
-func (a *attacker) membersOutsideRules(members []*member) (outside, madeUpAdmitted uint64) {
+func (a *Attacker) membersOutsideRules(members []Victim) (outside, madeUpAdmitted uint64) {
 	allowed := map[string]bool{a.id: true, a.id + "/1": true}
 	// The joiner's incarnations: each asked for its admission.
 	for _, m := range members {
-		for _, id := range m.core.Members() {
+		for _, id := range m.Core.Members() {
 			if p, err := mesh.PeerOf(id); err == nil && a.joiner != "" && p.String() == a.joiner {
 				allowed[id] = true
 			}
 		}
 	}
 	for _, m := range members {
-		allowed[m.host.ID()] = true
+		allowed[m.Host.ID()] = true
 	}
 	made := map[string]bool{}
 	for k, f := range a.made {
@@ -220,7 +220,7 @@ func (a *attacker) membersOutsideRules(members []*member) (outside, madeUpAdmitt
 		}
 	}
 	for _, m := range members {
-		for _, id := range m.core.Members() {
+		for _, id := range m.Core.Members() {
 			switch {
 			case allowed[id]:
 			case made[id]:

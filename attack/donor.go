@@ -1,4 +1,4 @@
-package testnet
+package attack
 
 import (
 	"bytes"
@@ -22,12 +22,12 @@ import (
 // join through an honest node as a new incarnation that supersedes the one
 // the attacker admitted, and end with the mesh's view.
 
-// donorLie is the kind's name.
-const donorLie = "donor-lie"
+// DonorLie is the kind's name.
+const DonorLie = "donor-lie"
 
 // serveLies makes the attacker's host answer join requests with lies.
-func (a *attacker) serveLies(ctx context.Context) {
-	mesh.ServeJoinsWith(a.host, joinerJoinTimeout, func(q mesh.JoinRequest, plan *mesh.JoinPlan) (mesh.JoinPlan, *mesh.JoinReply, error) {
+func (a *Attacker) serveLies(ctx context.Context) {
+	mesh.ServeJoinsWith(a.host, a.joinTimeout, func(q mesh.JoinRequest, plan *mesh.JoinPlan) (mesh.JoinPlan, *mesh.JoinReply, error) {
 		if plan == nil {
 			return a.liePlan(), nil, nil
 		}
@@ -38,7 +38,7 @@ func (a *attacker) serveLies(ctx context.Context) {
 
 // liePlan names a clock ahead of every node, as an honest donor would, so
 // that the nodes the joiner asks hold their rows there and answer.
-func (a *attacker) liePlan() mesh.JoinPlan {
+func (a *Attacker) liePlan() mesh.JoinPlan {
 	a.mu.Lock()
 	var top uint64
 	for _, c := range a.sentClock {
@@ -47,15 +47,15 @@ func (a *attacker) liePlan() mesh.JoinPlan {
 	a.mu.Unlock()
 	p := mesh.JoinPlan{Clock: top + 2*(a.staleness+1) + 8}
 	for _, v := range a.victims {
-		p.Members = append(p.Members, mesh.PeerRecord{Member: v.host.ID(), Addrs: addrStrings(v.host)})
+		p.Members = append(p.Members, mesh.PeerRecord{Member: v.Host.ID(), Addrs: addrStrings(v.Host)})
 	}
 	return p
 }
 
 // lieWelcome waits until every node is two clocks past at, so that the
 // attacker holds updates above it to alter, and makes its welcome.
-func (a *attacker) lieWelcome(ctx context.Context, q mesh.JoinRequest, at uint64) (*mesh.JoinReply, error) {
-	deadline := time.Now().Add(joinerJoinTimeout / 2)
+func (a *Attacker) lieWelcome(ctx context.Context, q mesh.JoinRequest, at uint64) (*mesh.JoinReply, error) {
+	deadline := time.Now().Add(a.joinTimeout / 2)
 	for !a.allPast(at + 2) {
 		if a.done(ctx) || time.Now().After(deadline) {
 			return nil, fmt.Errorf("the mesh did not reach clock %d", at+2)
@@ -65,9 +65,9 @@ func (a *attacker) lieWelcome(ctx context.Context, q mesh.JoinRequest, at uint64
 	snap := &node.Snapshot{Clock: at, View: make([]float64, a.params)}
 	snap.View[0] = 1
 	for _, v := range a.victims {
-		snap.Members = append(snap.Members, node.MemberEntry{ID: v.host.ID(), Live: true, High: at})
+		snap.Members = append(snap.Members, node.MemberEntry{ID: v.Host.ID(), Live: true, High: at})
 		for c := at + 1; c <= at+2; c++ {
-			if u, ok := a.seenUpdate(v.host.ID(), c); ok {
+			if u, ok := a.seenUpdate(v.Host.ID(), c); ok {
 				altered := bytes.Clone(u.Frame)
 				altered[len(altered)-1] ^= 0x40
 				snap.Pending = append(snap.Pending, node.Update{Origin: u.Origin, Clock: c, Frame: altered, Sig: u.Sig})
@@ -85,7 +85,7 @@ func (a *attacker) lieWelcome(ctx context.Context, q mesh.JoinRequest, at uint64
 	// A member may admit a joiner that asked it: the admission is valid,
 	// not part of what the attack tried.
 	for _, v := range a.victims {
-		a.host.Send(v.host.ID(), node.EncodeAnnouncement(admit))
+		a.host.Send(v.Host.ID(), node.EncodeAnnouncement(admit))
 	}
 	a.count(1) // the rows
 	return &mesh.JoinReply{
@@ -97,11 +97,11 @@ func (a *attacker) lieWelcome(ctx context.Context, q mesh.JoinRequest, at uint64
 
 // allPast reports whether the attacker has every node's own update of
 // clock c.
-func (a *attacker) allPast(c uint64) bool {
+func (a *Attacker) allPast(c uint64) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, v := range a.victims {
-		if a.sentClock[v.host.ID()] < c {
+		if a.sentClock[v.Host.ID()] < c {
 			return false
 		}
 	}
