@@ -193,7 +193,7 @@ func (n *Node) noteLacking(from, origin string, have uint64, log []retained) {
 
 // acceptFrom is accept for an update that from passed on, with the rule
 // for late updates of live members (see above).
-func (n *Node) acceptFrom(from string, u Update) string {
+func (n *Node) acceptFrom(from string, u Update) RejectReason {
 	if n.heldAcrossGap(u.Origin) {
 		return RejectAcrossGap
 	}

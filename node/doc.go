@@ -83,7 +83,10 @@
 // A message that does not parse, an update from a non-member, a duplicate, a
 // clock further ahead than any honest member can be, a frame the codec
 // rejects or one whose keys fall outside the model: each is dropped and
-// counted by reason in Stats.Rejected; nothing of it is applied or relayed.
+// counted by reason (a RejectReason) in Stats.Rejected; nothing of it is
+// applied or relayed. A Tracer (Config.Tracer, after go-libp2p-pubsub's
+// RawTracer) hears of each refusal and of each update the view takes, as
+// the core counts them.
 // In a signed mesh (Config.Auth), an update whose signature verifies but
 // whose content is refused (a frame that does not decode, NaN, a norm past
 // the bound) still counts as its origin's update for that clock, with

@@ -509,7 +509,7 @@ func (n *Node) receiveAnnouncement(from string, data []byte) {
 
 // step applies one decoded announcement; it returns the rejection reason
 // or "".
-func (n *Node) step(a Announcement) string {
+func (n *Node) step(a Announcement) RejectReason {
 	if a.Member == n.cfg.ID && a.Kind != KindLeaveAck {
 		return "" // our own, back through gossip
 	}
@@ -533,7 +533,7 @@ func (n *Node) step(a Announcement) string {
 	return RejectBadAnnouncement
 }
 
-func (n *Node) onHello(a Announcement) string {
+func (n *Node) onHello(a Announcement) RejectReason {
 	if !n.isMember(a.Member) {
 		if a.CertSigner == "" {
 			return RejectNotAdmitted
@@ -577,7 +577,7 @@ func (n *Node) onHello(a Announcement) string {
 }
 
 // onAdmit applies a verified admit (or a hello's admission).
-func (n *Node) onAdmit(a Announcement, fromHello bool) string {
+func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 	if !n.canAdmit(a.Signer, a.Entry) {
 		return RejectForgedAnnouncement
 	}
@@ -778,7 +778,7 @@ func (n *Node) supersede(member string) {
 	}
 }
 
-func (n *Node) onLeave(a Announcement) string {
+func (n *Node) onLeave(a Announcement) RejectReason {
 	if !n.isMember(a.Member) {
 		return RejectNotAdmitted
 	}
@@ -802,7 +802,7 @@ func (n *Node) onLeave(a Announcement) string {
 	return ""
 }
 
-func (n *Node) onAck(a Announcement) string {
+func (n *Node) onAck(a Announcement) RejectReason {
 	p := &n.proto
 	if a.Member != n.cfg.ID || !p.leaving {
 		return ""

@@ -57,6 +57,9 @@ type Config struct {
 	Model     *model.Model
 	Optimizer model.Optimizer
 	Codec     codec.Codec
+	// Tracer, when set, is told of every update the view takes and every
+	// input the node refuses, as it happens (see Tracer).
+	Tracer Tracer
 	// ErrorFeedback carries what the codec lost into the next update.
 	ErrorFeedback bool
 	// Staleness is the SSP bound s; 0 is bulk-synchronous.
@@ -136,7 +139,7 @@ type DecodeCache struct {
 
 type decoded struct {
 	u      codec.Sparse
-	reason string
+	reason RejectReason
 }
 
 // NewDecodeCache returns a cache of the last limit distinct frames.
@@ -173,7 +176,10 @@ const (
 // optimizer cannot honour.
 var ErrFactorConfig = errors.New("sufficient factors need softmax, plain SGD, no L2 and no error feedback")
 
-// Rejection reasons, as counted in Stats.Rejected.
+// Rejection reasons, as counted in Stats.Rejected and told to a Tracer.
+// The constants are untyped so that they index Stats.Rejected (a map by
+// string, which reports and the JSON of every report key on) as well as
+// they name a RejectReason.
 const (
 	RejectBadEnvelope = "bad_envelope"
 	RejectNotMember   = "not_member"
@@ -264,7 +270,9 @@ type pendingUpdate struct {
 // Node is one member's core state machine. It is not safe for concurrent use:
 // one goroutine (the driver's loop) owns it.
 type Node struct {
-	cfg     Config
+	cfg Config
+	// tracer is cfg.Tracer, or one that ignores every event.
+	tracer  Tracer
 	members []string
 	live    map[string]bool
 	// liveList is the live members, sorted; lagHint indexes the member that
@@ -426,6 +434,10 @@ func New(cfg Config) (*Node, error) {
 		sampler:       newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
 		stats:         Stats{Rejected: map[string]uint64{}},
 		digestEvery:   DigestEvery(cfg.Model.NumParams()),
+		tracer:        cfg.Tracer,
+	}
+	if n.tracer == nil {
+		n.tracer = NoTracer{}
 	}
 	if cfg.ErrorFeedback {
 		n.residual = make([]float64, cfg.Model.NumParams())
@@ -687,7 +699,7 @@ func (n *Node) receive(from string, data []byte) {
 
 // accept validates u and adds it to the view; it returns the rejection
 // reason, or "" when u was applied.
-func (n *Node) accept(u Update) string {
+func (n *Node) accept(u Update) RejectReason {
 	if _, ok := slices.BinarySearch(n.members, u.Origin); !ok {
 		return RejectNotMember
 	}
@@ -731,7 +743,7 @@ func (n *Node) accept(u Update) string {
 // decode turns a frame into the update it stands for, or names why it is
 // refused: a codec frame is decoded as is, a factor frame is checked against
 // the model's shape and the norm bound and then rebuilt into the delta.
-func (n *Node) decode(frame []byte) (codec.Sparse, string) {
+func (n *Node) decode(frame []byte) (codec.Sparse, RejectReason) {
 	c := n.cfg.DecodeCache
 	if c == nil {
 		return n.decodeFrame(frame)
@@ -744,7 +756,7 @@ func (n *Node) decode(frame []byte) (codec.Sparse, string) {
 	return u, reason
 }
 
-func (n *Node) decodeFrame(frame []byte) (codec.Sparse, string) {
+func (n *Node) decodeFrame(frame []byte) (codec.Sparse, RejectReason) {
 	if sfb.IsFrame(frame) {
 		m := n.cfg.Model
 		f, err := sfb.Decode(frame, m.Blocks(), m.Stride())
@@ -861,6 +873,7 @@ func (n *Node) acceptBound() uint64 {
 func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
 	n.vc.Add(origin, clock)
 	n.stats.UpdatesApplied++
+	n.tracer.Apply(origin, clock)
 	if clock <= n.committedClock {
 		// A late update of a row already committed without its origin (a
 		// member that was down, or that joined after the row): it joins
@@ -929,9 +942,10 @@ func (n *Node) observeStaleness() {
 	n.stats.Reads++
 }
 
-func (n *Node) reject(reason string) {
-	n.stats.Rejected[reason]++
+func (n *Node) reject(reason RejectReason) {
+	n.stats.Rejected[string(reason)]++
 	n.rejections++
+	n.tracer.Reject(reason)
 }
 
 // Rejections returns how many messages and updates the node has refused

@@ -144,7 +144,7 @@ func (n *Node) screen() *Robust {
 
 // frameReason names why the codec refused a frame: RejectNaN when it held
 // a value that is not finite, RejectBadFrame for anything else.
-func frameReason(err error) string {
+func frameReason(err error) RejectReason {
 	if errors.Is(err, codec.ErrNotFinite) {
 		return RejectNaN
 	}
@@ -173,7 +173,7 @@ func l2(u codec.Sparse) float64 {
 // (in a signed mesh, or when the factor was given) and, with clipping,
 // returns the clipped update to apply. size is the number of model
 // parameters. u is not modified (it may be shared through a DecodeCache).
-func (r *Robust) check(u codec.Sparse, size int, signed bool) (codec.Sparse, string) {
+func (r *Robust) check(u codec.Sparse, size int, signed bool) (codec.Sparse, RejectReason) {
 	norm := l2(u)
 	if b := r.NormBound(); b > 0 && norm > b && (signed || r.unsignedToo) {
 		return codec.Sparse{}, RejectNorm

@@ -100,7 +100,7 @@ func SignedBytes(mesh, origin string, clock uint64, frame []byte) []byte {
 
 // verify checks u's signature when the mesh is signed; it returns the
 // rejection reason or "".
-func (n *Node) verify(u Update) string {
+func (n *Node) verify(u Update) RejectReason {
 	a := n.cfg.Auth
 	if a == nil {
 		return ""

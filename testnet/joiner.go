@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/sketchmesh/sketchmesh/attack"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
@@ -39,7 +40,7 @@ func (c *Config) joinAt() int {
 	switch {
 	case c.JoinAt > 0:
 		return c.JoinAt
-	case c.Attack == "donor-lie":
+	case c.Attack == attack.DonorLie:
 		return max(1, c.Iterations/4)
 	}
 	return 0

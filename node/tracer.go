@@ -1,0 +1,29 @@
+package node
+
+// RejectReason names why the node refused an input: one of the Reject*
+// constants (RejectReasons lists them), the keys of Stats.Rejected.
+type RejectReason string
+
+// Tracer observes a node's core as it runs, after go-libp2p-pubsub's
+// RawTracer: the core calls it at the points where it applies and where it
+// refuses, on its own goroutine and synchronously, so an implementation
+// must be quick and must not call back into the node. Metrics, reports
+// and traces can count the same events through it instead of each keeping
+// a tally of its own.
+type Tracer interface {
+	// Apply is called when origin's update of clock enters the view (this
+	// node's own included), once per update.
+	Apply(origin string, clock uint64)
+	// Reject is called for every input the node refuses, once per count in
+	// Stats.Rejected.
+	Reject(reason RejectReason)
+}
+
+// NoTracer ignores every event.
+type NoTracer struct{}
+
+// Apply implements Tracer.
+func (NoTracer) Apply(string, uint64) {}
+
+// Reject implements Tracer.
+func (NoTracer) Reject(RejectReason) {}

@@ -1,0 +1,64 @@
+package node
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+)
+
+// recordingTracer keeps what a core tells its Tracer.
+type recordingTracer struct {
+	applied  []string
+	rejected map[string]uint64
+}
+
+func (r *recordingTracer) Apply(origin string, clock uint64) {
+	r.applied = append(r.applied, fmt.Sprintf("%s@%d", origin, clock))
+}
+
+func (r *recordingTracer) Reject(reason RejectReason) { r.rejected[string(reason)]++ }
+
+// The tracer hears of every update the view takes, in order, and of every
+// refusal under its reason: exactly what Stats counts.
+func TestTracerSeesAppliesAndRejections(t *testing.T) {
+	cl := newCluster(t, 3, 1, 10, "raw", 1)
+	a, b := cl.ids[0], cl.ids[1]
+	tr := &recordingTracer{rejected: map[string]uint64{}}
+	cfg := cl.nodes[a].cfg
+	cfg.Tracer = tr
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Train(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.nodes[b].Train(); err != nil {
+		t.Fatal(err)
+	}
+	var fromB []byte
+	for _, m := range cl.nodes[b].Ready().Messages {
+		if m.To == a {
+			fromB = m.Data
+		}
+	}
+	if fromB == nil {
+		t.Fatal("b sent a nothing")
+	}
+	n.Receive(b, fromB)
+	n.Receive(b, fromB)
+	n.Receive(b, []byte("not an envelope"))
+
+	if want := []string{a + "@1", b + "@1"}; !slices.Equal(tr.applied, want) {
+		t.Fatalf("applied %v, want %v", tr.applied, want)
+	}
+	st := n.Stats()
+	if uint64(len(tr.applied)) != st.UpdatesApplied {
+		t.Fatalf("tracer saw %d applies, stats count %d", len(tr.applied), st.UpdatesApplied)
+	}
+	want := map[string]uint64{RejectDuplicate: 1, RejectBadEnvelope: 1}
+	if !maps.Equal(tr.rejected, want) || !maps.Equal(tr.rejected, st.Rejected) {
+		t.Fatalf("tracer saw rejections %v, stats %v, want %v", tr.rejected, st.Rejected, want)
+	}
+}
