@@ -323,14 +323,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	core, err := f.newCore(self, settings, train, reply, saved, auth)
-	if err != nil {
-		return err
-	}
 	var metrics *mesh.Metrics
+	// tracer stays a nil interface without metrics (not a nil *Metrics).
+	var tracer node.Tracer
 	if metricsListener != nil {
 		metrics = mesh.NewMetrics()
+		tracer = metrics
 		defer serveMetrics(metricsListener, metrics, logger)()
+	}
+	core, err := f.newCore(self, settings, train, reply, saved, auth, tracer)
+	if err != nil {
+		return err
 	}
 	var liveBoard *mesh.LiveBoard
 	if uiListener != nil {
@@ -356,7 +359,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return nil, err
 		}
-		return f.newCore(member, settings, train, reply, nil, auth)
+		return f.newCore(member, settings, train, reply, nil, auth, tracer)
 	}
 	models := modelSaver{path: f.saveModel, settings: settings, mesh: f.mesh, data: []string{train.Name, test.Name}}
 	if f.checkpointDir != "" || f.saveModel != "" {
@@ -636,10 +639,11 @@ func (f *runFlags) founderSettings(train, rateRows *dataset.Dataset, saved *chec
 }
 
 // newCore builds the node core (mesh.NewCore) from this node's own
-// settings: its batch, seed, shard or stream, budget, screen and history.
-func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset, reply *mesh.JoinReply, saved *checkpoint.State, auth node.Authenticator) (*node.Node, error) {
+// settings: its batch, seed, shard or stream, budget, screen and history;
+// tracer (nil for none) hears of its applies and refusals.
+func (f *runFlags) newCore(self string, s node.Settings, train *dataset.Dataset, reply *mesh.JoinReply, saved *checkpoint.State, auth node.Authenticator, tracer node.Tracer) (*node.Node, error) {
 	cfg := node.Config{
-		ID: self, Seed: f.seed, Shard: train.Rows, Auth: auth,
+		ID: self, Seed: f.seed, Shard: train.Rows, Auth: auth, Tracer: tracer,
 		BudgetBytes: f.training.exchange.budget, Priority: node.PriorityMode(f.training.exchange.priority),
 		Sync: node.SyncConfig{History: f.history},
 	}

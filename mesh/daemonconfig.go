@@ -105,7 +105,9 @@ type DaemonConfig struct {
 	// up by snapshot (node/catchup.go); the daemon runs the join. nil: the
 	// run ends with an error instead.
 	Rejoin func(member string, reply *JoinReply) (*node.Node, error)
-	// Metrics, when set, is kept up to date.
+	// Metrics, when set, is kept up to date; it must be the core's
+	// node.Config.Tracer (and that of every core Rejoin builds), which is
+	// how it counts refusals.
 	Metrics *Metrics
 	// LiveView, when set, is kept up to date at every heartbeat and
 	// evaluation, for the live web view (package liveview).
@@ -119,6 +121,9 @@ func (c *DaemonConfig) fill() error {
 	}
 	if c.Mesh == "" {
 		return errors.New("daemon: empty mesh name")
+	}
+	if err := c.tracedBy(c.Node); err != nil {
+		return err
 	}
 	switch c.Topology {
 	case "":
@@ -191,4 +196,12 @@ type Result struct {
 	// UnreachableLinks counts the live members no stream could be opened
 	// to for longer than the dead-member timeout.
 	DirectPeers, RelayedPeers, UnreachableLinks int
+}
+
+// tracedBy checks that core reports its refusals to the daemon's metrics.
+func (c *DaemonConfig) tracedBy(core *node.Node) error {
+	if c.Metrics != nil && core.Config().Tracer != node.Tracer(c.Metrics) {
+		return errors.New("daemon: the core's node.Config.Tracer must be DaemonConfig.Metrics, which counts its refusals")
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -16,12 +17,29 @@ import (
 
 // Metrics exposes a running node to Prometheus under sketchmesh_* names.
 // The daemon's loop copies its counters into it at each heartbeat; a scrape
-// reads that copy, so scrapes never touch the core.
+// reads that copy, so scrapes never touch the core. Refusals it counts as
+// the core's node.Tracer (node.Config.Tracer), across every core the node
+// runs: a rejoin starts a new core, and the counters go on.
 type Metrics struct {
 	reg *prometheus.Registry
 	mu  sync.Mutex
 	s   metricsSnapshot
+	// rejected counts the cores' refusals by reason, as Reject hears them.
+	rejected map[string]uint64
 }
+
+// Apply implements node.Tracer; applied frames are read from the core's
+// counters at each heartbeat.
+func (m *Metrics) Apply(string, uint64) {}
+
+// Reject implements node.Tracer: it counts the refusal under its reason.
+func (m *Metrics) Reject(reason node.RejectReason) {
+	m.mu.Lock()
+	m.rejected[string(reason)]++
+	m.mu.Unlock()
+}
+
+var _ node.Tracer = (*Metrics)(nil)
 
 type metricsSnapshot struct {
 	clock, staleness                     float64
@@ -32,7 +50,6 @@ type metricsSnapshot struct {
 	ownFrames, relayed, applied          float64
 	frameBytes, pairs                    float64
 	testLoss, testAccuracy, trainingLoss float64
-	rejected                             map[string]uint64
 	resent, syncRequests                 float64
 	aloneSince                           float64
 	connDirect, connRelayed              float64
@@ -75,7 +92,7 @@ var (
 // NewMetrics returns metrics on a registry of their own (plus the Go and
 // process collectors).
 func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), rejected: map[string]uint64{}}
 	m.reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -98,6 +115,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	s := m.s
+	rejected := maps.Clone(m.rejected)
 	m.mu.Unlock()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -131,9 +149,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	// that dashboards and alerts see the series before the first refusal.
 	known := node.RejectReasons()
 	for _, reason := range known {
-		counter(descRejected, float64(s.rejected[reason]), reason)
+		counter(descRejected, float64(rejected[reason]), reason)
 	}
-	for reason, v := range s.rejected {
+	for reason, v := range rejected {
 		if !slices.Contains(known, reason) {
 			counter(descRejected, float64(v), reason)
 		}
@@ -170,7 +188,7 @@ func (m *Metrics) observe(a *Daemon) {
 		ownFrames: float64(st.FactorFramesSent + st.DeltaFramesSent), relayed: float64(st.UpdatesRelayed), applied: float64(st.UpdatesApplied),
 		frameBytes: float64(st.FrameBytes), pairs: float64(st.PairsEncoded),
 		testLoss: a.lastEval.loss, testAccuracy: a.lastEval.accuracy, trainingLoss: st.LastLoss,
-		rejected: st.Rejected, resent: float64(sy.UpdatesResent), syncRequests: float64(sy.RequestsSent),
+		resent: float64(sy.UpdatesResent), syncRequests: float64(sy.RequestsSent),
 		aloneSince: a.alone().Seconds(),
 		sendFailed: float64(tr.SendFailures), sendDropped: float64(tr.SendDropped),
 		oversized: float64(tr.Oversized), truncated: float64(tr.Truncated), throttled: float64(tr.Throttled),

@@ -103,3 +103,39 @@ func TestLinkCountsMembersOnly(t *testing.T) {
 		t.Errorf("a member counts as %d direct peers, want 1", direct)
 	}
 }
+
+// The metrics count a core's refusals as its tracer, under their reasons;
+// a daemon whose core does not report to its metrics is refused with the
+// cause, rather than exporting refusals that stay at 0.
+func TestMetricsCountRefusalsAsTheCoresTracer(t *testing.T) {
+	train, _, err := dataset.Builtin("rcv1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := daemonSettings(train)
+	m := NewMetrics()
+	traced, err := NewCore(set, node.Config{ID: "a", BatchSize: 10, Shard: train.Rows[:10], Tracer: m}, Start{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	traced.Receive("b", []byte("not an envelope"))
+	traced.Receive("b", []byte("nor this"))
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := `sketchmesh_frames_rejected_total{reason="bad_envelope"} 2`; !strings.Contains(rec.Body.String(), want+"\n") {
+		t.Errorf("scrape lacks %s", want)
+	}
+
+	untraced, err := NewCore(set, node.Config{ID: "a", BatchSize: 10, Shard: train.Rows[:10]}, Start{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DaemonConfig{Mesh: "test", Host: newTestHost(t), Node: untraced, Metrics: m}
+	if err := cfg.fill(); err == nil || !strings.Contains(err.Error(), "Tracer") {
+		t.Fatalf("a daemon whose core does not report to its metrics: err = %v", err)
+	}
+	cfg.Node = traced
+	if err := cfg.fill(); err != nil {
+		t.Fatalf("traced core: %v", err)
+	}
+}

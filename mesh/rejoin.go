@@ -50,6 +50,9 @@ func (a *Daemon) rejoin(ctx context.Context) error {
 			continue
 		}
 		core, err := a.cfg.Rejoin(member, reply)
+		if err == nil {
+			err = a.cfg.tracedBy(core)
+		}
 		if err != nil {
 			return fmt.Errorf("rejoin as %s: %w", member, err)
 		}
