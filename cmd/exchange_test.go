@@ -15,6 +15,7 @@ func TestExchangeBadInput(t *testing.T) {
 	}{
 		{[]string{"testnet", "--local-steps", "0"}, "--local-steps 0: want 1 to 4096"},
 		{[]string{"testnet", "--local-steps", "5000"}, "--local-steps 5000: want 1 to 4096"},
+		{[]string{"testnet", "--local-steps", "many"}, `invalid value "many" for flag --local-steps: want auto or a count of steps, 1 to 4096`},
 		{[]string{"testnet", "--outer-lr", "0"}, "--outer-lr 0: want a finite rate > 0"},
 		{[]string{"testnet", "--outer-lr", "-0.5"}, "--outer-lr -0.5: want a finite rate > 0"},
 		{[]string{"testnet", "--outer", "adam"}, `--outer "adam": want one of sgd, nesterov`},
@@ -48,7 +49,7 @@ func TestExchangeBadInput(t *testing.T) {
 // project's codec and local steps, and a run that reached the target
 // reports iterations, seconds and bytes to it.
 func TestCompareItemsCarrySettings(t *testing.T) {
-	items := []string{"raw:local-steps=1", "default", "uniform8:local-steps=4:outer=nesterov"}
+	items := []string{"raw:local-steps=1", "default", "uniform8:local-steps=4:outer=nesterov", "default:wan=geo3"}
 	code, out, errOut := runMain("testnet", "--nodes", "2", "--iterations", "12", "--local-steps", "3", "--codec", "zstd", "--staleness", "3",
 		"--compare", strings.Join(items, ","), "--json")
 	if code != 0 {
@@ -74,17 +75,18 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if rep.Parameter != "run" || len(rep.Runs) != 3 {
+	if rep.Parameter != "run" || len(rep.Runs) != len(items) {
 		t.Fatalf("parameter %q, %d runs", rep.Parameter, len(rep.Runs))
 	}
-	defaultExchanges := uint64((12 + defaultLocalSteps - 1) / defaultLocalSteps)
 	// The command line's staleness holds for the items but default, which
-	// takes the default bound of its local steps.
+	// takes the default bound of its local steps. Those are auto: one on
+	// loopback, and over geo3's round trip of up to 240 ms as many as the
+	// run's 12 steps allow with node.MinAutoExchanges exchanges, 2.
 	for i, want := range []struct {
 		codec     string
 		clocks    uint64
 		staleness int
-	}{{"raw", 12, 3}, {"sketchml", defaultExchanges, defaultStaleness(defaultLocalSteps)}, {"uniform8", 3, 3}} {
+	}{{"raw", 12, 3}, {"sketchml", 12, defaultStaleness(1)}, {"uniform8", 3, 3}, {"sketchml", 6, defaultStaleness(2)}} {
 		r := rep.Runs[i]
 		if r.Label != items[i] || r.Report.Codec != want.codec || r.Report.PerNode[0].Clock != want.clocks || r.Report.Staleness != want.staleness {
 			t.Errorf("run %d: label %q, codec %s, %d exchanges, staleness %d; want %q, %s, %d, %d",
