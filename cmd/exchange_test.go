@@ -65,6 +65,7 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 			Report             struct {
 				Codec          string `json:"codec"`
 				Staleness      int    `json:"staleness"`
+				LocalSteps     int    `json:"local_steps"`
 				BytesSentTotal uint64 `json:"bytes_sent_total"`
 				PerNode        []struct {
 					Clock uint64 `json:"clock"`
@@ -88,9 +89,10 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 		staleness int
 	}{{"raw", 12, 3}, {"sketchml", 12, defaultStaleness(1)}, {"uniform8", 3, 3}, {"sketchml", 6, defaultStaleness(2)}} {
 		r := rep.Runs[i]
-		if r.Label != items[i] || r.Report.Codec != want.codec || r.Report.PerNode[0].Clock != want.clocks || r.Report.Staleness != want.staleness {
-			t.Errorf("run %d: label %q, codec %s, %d exchanges, staleness %d; want %q, %s, %d, %d",
-				i, r.Label, r.Report.Codec, r.Report.PerNode[0].Clock, r.Report.Staleness, items[i], want.codec, want.clocks, want.staleness)
+		if r.Label != items[i] || r.Report.Codec != want.codec || r.Report.PerNode[0].Clock != want.clocks || r.Report.Staleness != want.staleness ||
+			uint64(r.Report.LocalSteps) != (12+want.clocks-1)/want.clocks {
+			t.Errorf("run %d: label %q, codec %s, %d exchanges of %d steps, staleness %d; want %q, %s, %d, %d",
+				i, r.Label, r.Report.Codec, r.Report.PerNode[0].Clock, r.Report.LocalSteps, r.Report.Staleness, items[i], want.codec, want.clocks, want.staleness)
 		}
 	}
 	base := rep.Runs[0]
