@@ -117,3 +117,31 @@ func TestDefaultStalenessFollowsLocalSteps(t *testing.T) {
 		t.Errorf("a given staleness is kept, a default one follows the local steps: got %d and %d", f.staleness(5, true), f.staleness(2, false))
 	}
 }
+
+// The simulator decides --local-steps auto from its modelled links: one
+// step an exchange on the LAN profile, and over geo3's round of up to
+// 240 ms against a compute of 10 ms as many as 24 steps allow with
+// node.MinAutoExchanges exchanges, 4, at staleness 0.
+func TestSimulateDecidesLocalSteps(t *testing.T) {
+	for _, tc := range []struct{ wan, want string }{
+		{"lan", "staleness 2, an exchange every step (auto),"},
+		{"geo3", "staleness 0, 4 local steps per exchange (auto),"},
+		{"geo3", "staleness 2, 3 local steps per exchange, outer sgd at 1,"},
+	} {
+		args := []string{"simulate", "--nodes", "4", "--iterations", "24", "--wan", tc.wan, "--json"}
+		if !strings.Contains(tc.want, "(auto)") {
+			args = append(args, "--local-steps", "3", "--staleness", "2")
+		}
+		code, out, errOut := runMain(args...)
+		if code != 0 || !strings.Contains(errOut, tc.want) {
+			t.Fatalf("%v: exit %d, stderr %q; want a banner with %q", args, code, errOut, tc.want)
+		}
+		var rep struct {
+			Staleness      int    `json:"staleness"`
+			NodeIterations uint64 `json:"node_iterations"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.NodeIterations != 4*24 {
+			t.Fatalf("%v: report %+v (%v): want 96 node iterations", args, rep, err)
+		}
+	}
+}
