@@ -90,8 +90,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return usageError{fmt.Errorf("--wan: %w", err)}
 	}
-	// Virtual links and compute: the round and step auto weighs are the
-	// profile's and --compute-time.
+	// --local-steps auto weighs the modelled links' round against the
+	// virtual compute of a step.
 	exchange.resolveAuto(linkRound(link), *computeTime, *iterations, false)
 	*staleness = exchange.staleness(*staleness, stalenessSet)
 	var scenario *testnet.Scenario
