@@ -4,20 +4,19 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"strconv"
+	"time"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
-// defaultLocalSteps is the local steps a mesh takes when none are given.
-// Measured on news20.binary and a9a over geo3 and 20 Mbit/s links (README:
-// "Managed communication"), two local steps end a9a 0.4 to 0.8 point of
-// accuracy below an exchange every step, past the half point a default may
-// cost, and gain little time on news20; eight to sixteen are 1.8 to 3×
-// faster on news20 and lose a9a several points. So they are off by default,
-// and the README says where to turn them on.
-const defaultLocalSteps = 1
+// autoLocalSteps is --local-steps's default: the mesh takes the local
+// steps node.AutoLocalSteps picks from the round of its links and the
+// compute of a step (see resolveAuto): 1, an exchange every step, on
+// loopback and LAN links, and up to node.MaxAutoLocalSteps on a WAN.
+const autoLocalSteps = "auto"
 
 // stepStaleness is how many optimizer steps behind a read may be by
 // default: the staleness bound of 2 exchanges of one step.
@@ -26,9 +25,10 @@ const stepStaleness = 2
 // defaultStaleness is the staleness bound, in exchanges, a mesh of h local
 // steps takes when none is given: the largest that keeps a read about
 // stepStaleness optimizer steps behind, ⌈(stepStaleness+1)/h⌉ − 1. A read
-// at the start of an exchange is behind by up to (s+1)·h − 1 steps of the
-// other members, and measured convergence follows that product, not s or
-// h alone (a9a at s = 2 and h = 2 loses a point and a half of accuracy).
+// at the start of an exchange misses up to s exchanges of the other
+// members, and each member's copy drifts from the others' for h steps on
+// top: with whole inner steps, a9a kept its accuracy at s = 0 up to h = 32
+// and lost 0.4 point at s = 1 and h = 4, 2.1 at s = 1 and h = 8.
 func defaultStaleness(h int) int {
 	h = max(h, 1)
 	return max(0, (stepStaleness+h)/h-1)
@@ -39,7 +39,10 @@ const stalenessHelp = "SSP staleness bound s in exchanges, 0 = bulk-synchronous 
 
 // exchangeFlags are the local-step flags of testnet, run and simulate.
 type exchangeFlags struct {
+	// localSteps is the H a run takes: the one given, or once resolveAuto
+	// ran, the one it picked; auto records that none was given.
 	localSteps int
+	auto       bool
 	outer      string
 	outerLR    float64
 	budget     int
@@ -47,7 +50,8 @@ type exchangeFlags struct {
 }
 
 func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
-	fs.IntVar(&f.localSteps, "local-steps", defaultLocalSteps, fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d; --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps)+suffix)
+	f.localSteps, f.auto = 1, true
+	fs.Var(localStepsValue{f}, "local-steps", fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d, or auto: the fewest whose compute covers the links' round trip, at most %d (1 on loopback and LAN links, and in run, whose links are not measured before it trains); --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps, node.MaxAutoLocalSteps)+suffix)
 	fs.StringVar(&f.outer, "outer", "sgd", "outer step applied to the change of an exchange's local steps: sgd, or nesterov (momentum 0.9)"+suffix)
 	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0): 1 with sgd sends the local steps' change as it is"+suffix)
 	fs.IntVar(&f.budget, "budget", 0, "bytes one update's frame may take (0 = no bound); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual")
@@ -61,6 +65,56 @@ func (f *exchangeFlags) staleness(given int, explicit bool) int {
 		return given
 	}
 	return defaultStaleness(f.localSteps)
+}
+
+// localStepsValue is --local-steps: auto or a count.
+type localStepsValue struct{ f *exchangeFlags }
+
+func (v localStepsValue) String() string {
+	if v.f == nil || v.f.auto {
+		return autoLocalSteps
+	}
+	return strconv.Itoa(v.f.localSteps)
+}
+
+func (v localStepsValue) Set(s string) error {
+	if s == autoLocalSteps {
+		v.f.localSteps, v.f.auto = 1, true
+		return nil
+	}
+	h, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("want auto or a count of steps, 1 to %d", node.MaxLocalSteps)
+	}
+	v.f.localSteps, v.f.auto = h, false
+	return nil
+}
+
+// resolveAuto picks the local steps of --local-steps auto for links whose
+// round an exchange waits for (round) and a step's compute (step), for a
+// run of iterations steps; sufficient factors need one step. It changes
+// nothing when --local-steps was given.
+func (f *exchangeFlags) resolveAuto(round, step time.Duration, iterations int, factors bool) {
+	if !f.auto {
+		return
+	}
+	f.localSteps = 1
+	if !factors && round > 0 && iterations > 0 {
+		f.localSteps = node.AutoLocalSteps(uint64(round), uint64(max(step, 0)), uint64(iterations))
+	}
+}
+
+// linkRound is the round an exchange waits for on links of profile p: an
+// update crosses up to two hops of the overlay, each at most the profile's
+// longest one-way latency. 0 on unshaped links.
+func linkRound(p testnet.LinkProfile) time.Duration {
+	var longest time.Duration
+	for _, row := range p.Latency {
+		for _, l := range row {
+			longest = max(longest, l)
+		}
+	}
+	return 2 * longest
 }
 
 func (f *exchangeFlags) check() error {
@@ -106,8 +160,12 @@ func (f *exchangeFlags) exchange() testnet.Exchange {
 
 // describe names the exchange settings for a run's banner.
 func (f *exchangeFlags) describe() string {
-	if f.localSteps == 1 {
-		return "an exchange every step"
+	picked := ""
+	if f.auto {
+		picked = " (auto)"
 	}
-	return fmt.Sprintf("%d local steps per exchange, outer %s at %g", f.localSteps, f.outer, f.outerLR)
+	if f.localSteps == 1 {
+		return "an exchange every step" + picked
+	}
+	return fmt.Sprintf("%d local steps per exchange%s, outer %s at %g", f.localSteps, picked, f.outer, f.outerLR)
 }

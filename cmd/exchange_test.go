@@ -15,6 +15,7 @@ func TestExchangeBadInput(t *testing.T) {
 	}{
 		{[]string{"testnet", "--local-steps", "0"}, "--local-steps 0: want 1 to 4096"},
 		{[]string{"testnet", "--local-steps", "5000"}, "--local-steps 5000: want 1 to 4096"},
+		{[]string{"testnet", "--local-steps", "many"}, `invalid value "many" for flag --local-steps: want auto or a count of steps, 1 to 4096`},
 		{[]string{"testnet", "--outer-lr", "0"}, "--outer-lr 0: want a finite rate > 0"},
 		{[]string{"testnet", "--outer-lr", "-0.5"}, "--outer-lr -0.5: want a finite rate > 0"},
 		{[]string{"testnet", "--outer", "adam"}, `--outer "adam": want one of sgd, nesterov`},
@@ -48,7 +49,7 @@ func TestExchangeBadInput(t *testing.T) {
 // project's codec and local steps, and a run that reached the target
 // reports iterations, seconds and bytes to it.
 func TestCompareItemsCarrySettings(t *testing.T) {
-	items := []string{"raw:local-steps=1", "default", "uniform8:local-steps=4:outer=nesterov"}
+	items := []string{"raw:local-steps=1", "default", "uniform8:local-steps=4:outer=nesterov", "default:wan=geo3"}
 	code, out, errOut := runMain("testnet", "--nodes", "2", "--iterations", "12", "--local-steps", "3", "--codec", "zstd", "--staleness", "3",
 		"--compare", strings.Join(items, ","), "--json")
 	if code != 0 {
@@ -64,6 +65,7 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 			Report             struct {
 				Codec          string `json:"codec"`
 				Staleness      int    `json:"staleness"`
+				LocalSteps     int    `json:"local_steps"`
 				BytesSentTotal uint64 `json:"bytes_sent_total"`
 				PerNode        []struct {
 					Clock uint64 `json:"clock"`
@@ -74,21 +76,23 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if rep.Parameter != "run" || len(rep.Runs) != 3 {
+	if rep.Parameter != "run" || len(rep.Runs) != len(items) {
 		t.Fatalf("parameter %q, %d runs", rep.Parameter, len(rep.Runs))
 	}
-	defaultExchanges := uint64((12 + defaultLocalSteps - 1) / defaultLocalSteps)
 	// The command line's staleness holds for the items but default, which
-	// takes the default bound of its local steps.
+	// takes the default bound of its local steps. Those are auto: one on
+	// loopback, and over geo3's round trip of up to 240 ms as many as the
+	// run's 12 steps allow with node.MinAutoExchanges exchanges, 2.
 	for i, want := range []struct {
 		codec     string
 		clocks    uint64
 		staleness int
-	}{{"raw", 12, 3}, {"sketchml", defaultExchanges, defaultStaleness(defaultLocalSteps)}, {"uniform8", 3, 3}} {
+	}{{"raw", 12, 3}, {"sketchml", 12, defaultStaleness(1)}, {"uniform8", 3, 3}, {"sketchml", 6, defaultStaleness(2)}} {
 		r := rep.Runs[i]
-		if r.Label != items[i] || r.Report.Codec != want.codec || r.Report.PerNode[0].Clock != want.clocks || r.Report.Staleness != want.staleness {
-			t.Errorf("run %d: label %q, codec %s, %d exchanges, staleness %d; want %q, %s, %d, %d",
-				i, r.Label, r.Report.Codec, r.Report.PerNode[0].Clock, r.Report.Staleness, items[i], want.codec, want.clocks, want.staleness)
+		if r.Label != items[i] || r.Report.Codec != want.codec || r.Report.PerNode[0].Clock != want.clocks || r.Report.Staleness != want.staleness ||
+			uint64(r.Report.LocalSteps) != (12+want.clocks-1)/want.clocks {
+			t.Errorf("run %d: label %q, codec %s, %d exchanges of %d steps, staleness %d; want %q, %s, %d, %d",
+				i, r.Label, r.Report.Codec, r.Report.PerNode[0].Clock, r.Report.LocalSteps, r.Report.Staleness, items[i], want.codec, want.clocks, want.staleness)
 		}
 	}
 	base := rep.Runs[0]
@@ -111,5 +115,33 @@ func TestDefaultStalenessFollowsLocalSteps(t *testing.T) {
 	f := exchangeFlags{localSteps: 4}
 	if f.staleness(5, true) != 5 || f.staleness(2, false) != 0 {
 		t.Errorf("a given staleness is kept, a default one follows the local steps: got %d and %d", f.staleness(5, true), f.staleness(2, false))
+	}
+}
+
+// The simulator decides --local-steps auto from its modelled links: one
+// step an exchange on the LAN profile, and over geo3's round of up to
+// 240 ms against a compute of 10 ms as many as 24 steps allow with
+// node.MinAutoExchanges exchanges, 4, at staleness 0.
+func TestSimulateDecidesLocalSteps(t *testing.T) {
+	for _, tc := range []struct{ wan, want string }{
+		{"lan", "staleness 2, an exchange every step (auto),"},
+		{"geo3", "staleness 0, 4 local steps per exchange (auto),"},
+		{"geo3", "staleness 2, 3 local steps per exchange, outer sgd at 1,"},
+	} {
+		args := []string{"simulate", "--nodes", "4", "--iterations", "24", "--wan", tc.wan, "--json"}
+		if !strings.Contains(tc.want, "(auto)") {
+			args = append(args, "--local-steps", "3", "--staleness", "2")
+		}
+		code, out, errOut := runMain(args...)
+		if code != 0 || !strings.Contains(errOut, tc.want) {
+			t.Fatalf("%v: exit %d, stderr %q; want a banner with %q", args, code, errOut, tc.want)
+		}
+		var rep struct {
+			Staleness      int    `json:"staleness"`
+			NodeIterations uint64 `json:"node_iterations"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.NodeIterations != 4*24 {
+			t.Fatalf("%v: report %+v (%v): want 96 node iterations", args, rep, err)
+		}
 	}
 }

@@ -181,7 +181,9 @@ func TestTopologyJSON(t *testing.T) {
 }
 
 func TestSimulateJSONAndReplay(t *testing.T) {
-	args := []string{"simulate", "--nodes", "12", "--iterations", "45", "--wan", "geo3,loss=0.01", "--seed", "5",
+	// One step an exchange: the script counts exchanges, and the default
+	// would take 7 steps each over geo3, leaving its steps unreached.
+	args := []string{"simulate", "--nodes", "12", "--iterations", "45", "--wan", "geo3,loss=0.01", "--seed", "5", "--local-steps", "1",
 		"--faults", "../testnet/testdata/scenarios/faults.txt", "--json"}
 	code, out, errOut := runMain(args...)
 	if code != 0 {

@@ -490,6 +490,10 @@ func membersText(r runReport) string {
 func explicitSettings(fs *flag.FlagSet) []string {
 	var out []string
 	fs.Visit(func(fl *flag.Flag) {
+		// --local-steps auto asks for the mesh's local steps, whatever they are.
+		if fl.Name == "local-steps" && fl.Value.String() == autoLocalSteps {
+			return
+		}
 		if slices.Contains(node.SettingNames(), fl.Name) {
 			out = append(out, fl.Name)
 		}

@@ -64,6 +64,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return usageError{fmt.Errorf("--wan: %w", err)}
 	}
+	// --local-steps auto weighs the modelled links' round against the
+	// virtual compute of a step.
+	exchange.resolveAuto(linkRound(link), *computeTime, *iterations, false)
+	*staleness = exchange.staleness(*staleness, stalenessSet)
 	var scenario *testnet.Scenario
 	if *faults != "" {
 		f, err := os.Open(*faults)

@@ -110,4 +110,12 @@
 // leave with notice or are declared down by the driver; see membership.go. Updates are scaled
 // by the members whose updates for a clock will be in the row (see
 // scale.go): members that are only cut off keep their share.
+//
+// # Local steps, budgets and priorities
+//
+// With local steps a node takes H whole optimizer steps on its own copy
+// between exchanges and sends its share of their sum through an outer step
+// (localsteps.go); AutoLocalSteps picks H from a round and a step's compute
+// the driver measured (autosteps.go). A budget cuts an update to its keys
+// of highest priority and keeps the rest in the residual (priority.go).
 package node

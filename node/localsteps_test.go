@@ -167,6 +167,52 @@ func TestOuterStepScalesAccumulatedChange(t *testing.T) {
 	}
 }
 
+// Inner steps are whole steps on the node's own copy, and the exchange
+// sends the node's share (1/k) of their sum, as DiLoCo's workers average
+// their models: four members that draw the same batches from the same rows
+// end where one member alone does, 2 exchanges of 3 steps each, up to the
+// float32 rounding of every update. Inner steps of a 1/k share each (the
+// first form) read a copy that moved a quarter as far: the gradients of
+// steps 2 and 3 were taken at other points and the views part.
+func TestLocalStepsAverageWholeSteps(t *testing.T) {
+	rows := testData(t).Rows
+	configure := func(c *Config) {
+		c.LocalSteps, c.Batches = 3, &sequenceSource{rows: rows, size: 10}
+		c.Optimizer = plainSGD(t, c)
+	}
+	solo := soloView(t, 6, configure)
+	cl := configuredCluster(t, 4, 0, 6, "raw", configure)
+	cl.runToEnd(nil)
+	var moved int
+	for _, id := range cl.ids {
+		view := cl.nodes[id].View()
+		for k, want := range solo {
+			if want != 0 {
+				moved++
+			}
+			if math.Abs(view[k]-want) > 1e-5*math.Abs(want)+1e-7 {
+				t.Fatalf("%s key %d: %v after 6 steps in exchanges of 3, one member alone %v", id, k, view[k], want)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key moved")
+	}
+}
+
+// sequenceSource gives consecutive batches of size rows from the start.
+type sequenceSource struct {
+	rows []dataset.Row
+	size int
+	next int
+}
+
+func (s *sequenceSource) Next() ([]dataset.Row, error) {
+	lo := s.next * s.size % len(s.rows)
+	s.next++
+	return s.rows[lo:min(lo+s.size, len(s.rows))], nil
+}
+
 func plainSGD(t *testing.T, c *Config) model.Optimizer {
 	t.Helper()
 	opt, err := model.NewOptimizer(model.SGD, 0.5, c.Model.NumParams())

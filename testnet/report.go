@@ -62,6 +62,8 @@ type Report struct {
 	// BlockedSecondsPerNode is the mean time a node waited at its staleness
 	// gate for peers' updates.
 	BlockedSecondsPerNode float64 `json:"blocked_seconds_per_node"`
+	// LocalSteps is the optimizer steps a node took between two exchanges.
+	LocalSteps int `json:"local_steps"`
 	// Staleness of reads, in iterations: t − 1 − min over live q of V[q]
 	// when a node starts iteration t.
 	StalenessObservedMax  uint64            `json:"staleness_observed_max"`
@@ -140,6 +142,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		Iterations:     cfg.Iterations,
 		BatchPerNode:   members[0].core.Config().BatchSize,
 		Staleness:      cfg.Staleness,
+		LocalSteps:     max(cfg.Exchange.LocalSteps, 1),
 		WAN:            cfg.WAN.Name,
 		Topology:       cfg.Topology,
 		MeanUpdateHops: router.MeanHops(),

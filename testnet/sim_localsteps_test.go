@@ -66,8 +66,8 @@ func TestTestnetLocalSteps(t *testing.T) {
 		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 18, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
 		Topology: "full", Exchange: Exchange{LocalSteps: 4, Outer: node.OuterNesterov, OuterRate: 0.5},
 	})
-	if !rep.ViewsIdentical || len(rep.Rejected) != 0 {
-		t.Fatalf("views identical %v, rejected %v", rep.ViewsIdentical, rep.Rejected)
+	if !rep.ViewsIdentical || len(rep.Rejected) != 0 || rep.LocalSteps != 4 {
+		t.Fatalf("views identical %v, rejected %v, local steps %d", rep.ViewsIdentical, rep.Rejected, rep.LocalSteps)
 	}
 	for i, n := range rep.PerNode {
 		if n.Clock != 5 || n.UpdatesApplied != 3*5 || n.UpdatesRelayed != 0 {
