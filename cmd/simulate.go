@@ -66,8 +66,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	// --local-steps auto weighs the modelled links' round against the
 	// virtual compute of a step.
-	exchange.resolveAuto(linkRound(link), *computeTime, *iterations, false)
-	*staleness = exchange.staleness(*staleness, stalenessSet)
+	training.exchange.resolveAuto(linkRound(link), *computeTime, int(settings.Iterations), false)
+	settings.LocalSteps = training.exchange.localSteps
+	settings.Staleness = training.exchange.staleness(training.staleness, flagGiven(fs, "staleness"))
 	var scenario *testnet.Scenario
 	if *faults != "" {
 		f, err := os.Open(*faults)

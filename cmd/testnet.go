@@ -210,15 +210,14 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if _, err := model.NewModel(cfg.Model, cfg.L2, train); err != nil {
 		return cfg, modelError(train, err)
 	}
-	if f.exchange.auto {
+	if ex := &f.training.exchange; ex.auto {
 		// Unshaped links are loopback: no round to pay.
 		var round time.Duration
 		if wan.Emulated() {
 			round = linkRound(wan)
 		}
-		f.exchange.resolveAuto(round, stepTime(cfg), f.iterations, f.sfb != "off")
-		f.staleness = f.exchange.staleness(f.staleness, f.stalenessSet)
-		cfg.Exchange, cfg.Staleness = f.exchange.exchange(), f.staleness
+		ex.resolveAuto(round, stepTime(cfg), int(f.training.iterations), f.training.sfb != string(node.FactorsOff))
+		cfg.Exchange, cfg.Staleness = ex.exchange(), ex.staleness(f.training.staleness, f.stalenessSet)
 	}
 	return cfg, nil
 }
