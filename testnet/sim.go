@@ -17,6 +17,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
 )
@@ -561,7 +562,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		BatchSize:     tc.batchRows(len(shard.Rows)),
 		Seed:          cfg.Seed,
 		Shard:         shard.Rows,
-		Overlay:       func(live []string, site map[string]string) node.Router { return s.overlay(live, site) },
+		Overlay:       s.lazyOverlay,
 		DecodeCache:   s.cache,
 		Start:         start,
 		Admission:     admission,
@@ -584,9 +585,17 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 // overlay returns the overlay over a live set and the site labels its
 // members announced; nodes with the same set and labels share one.
 func (s *sim) overlay(live []string, site map[string]string) Router {
+	if !siteAware(live, site) {
+		// halton.BuildSites builds the flat overlay over the live set
+		// whatever the labels: one key for all of them.
+		site = nil
+	}
 	var key strings.Builder
 	for _, m := range live {
-		key.WriteString(m + "=" + site[m] + ",")
+		key.WriteString(m)
+		key.WriteByte('=')
+		key.WriteString(site[m])
+		key.WriteByte(',')
 	}
 	if r, ok := s.routers[key.String()]; ok {
 		return r
@@ -597,6 +606,45 @@ func (s *sim) overlay(live []string, site map[string]string) Router {
 	r := newSiteRouter(s.cfg.Topology, live, site)
 	s.routers[key.String()] = r
 	return r
+}
+
+// siteAware reports whether halton.BuildSites builds the site-aware
+// overlay over live with these labels: every member labelled, and between
+// 2 and halton.DiameterBound sites.
+func siteAware(live []string, site map[string]string) bool {
+	distinct := map[string]bool{}
+	for _, m := range live {
+		if site[m] == "" {
+			return false
+		}
+		distinct[site[m]] = true
+	}
+	return len(distinct) > 1 && len(distinct) <= halton.DiameterBound(len(live))
+}
+
+// lazyRouter is the overlay a core asked for, built when the core first
+// routes through it. A core asks again on every change of membership it
+// hears, a first hello naming a site included: P times per node while a
+// mesh of P starts, when it routes a few times. The overlay is a function
+// of the live set and the labels, so building it late builds the same one.
+type lazyRouter struct {
+	s    *sim
+	live []string
+	site map[string]string
+	r    Router
+}
+
+func (s *sim) lazyOverlay(live []string, site map[string]string) node.Router {
+	return &lazyRouter{s: s, live: live, site: site}
+}
+
+// Forward implements node.Router.
+func (l *lazyRouter) Forward(origin, at string) []string {
+	if l.r == nil {
+		l.r = l.s.overlay(l.live, l.site)
+		l.live, l.site = nil, nil
+	}
+	return l.r.Forward(origin, at)
 }
 
 // resolveSteps checks the scenario against the run, orders its steps by
