@@ -128,6 +128,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %s, %d iterations, seed %d\n",
 		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, exchange.describe(), cfg.Iterations, cfg.Seed)
+	if strings.HasPrefix(*data, dataset.SynthPrefix) {
+		fmt.Fprintf(stderr, "test data: %s\n", test.Name)
+	}
 	start := time.Now()
 	var watch model.LossWatch
 	cfg.Progress = func(p testnet.SimProgress) {
