@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,6 +189,7 @@ func Simulate(ctx context.Context, cfg SimConfig) (*SimReport, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	heapBefore := liveHeap()
 	s, err := newSim(cfg)
 	if err != nil {
 		return nil, err
@@ -195,7 +197,19 @@ func Simulate(ctx context.Context, cfg SimConfig) (*SimReport, error) {
 	if err := s.run(ctx); err != nil {
 		return nil, err
 	}
-	return s.report(time.Since(wallStart)), nil
+	r := s.report(time.Since(wallStart))
+	heapAfter := liveHeap()
+	runtime.KeepAlive(s)
+	r.HeapBytesPerNode = float64(heapAfter-min(heapBefore, heapAfter)) / float64(len(s.nodes))
+	return r, nil
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
 
 func (c *SimConfig) validate() error {

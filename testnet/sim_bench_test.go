@@ -42,5 +42,6 @@ func BenchmarkSimulate(b *testing.B) {
 		b.ReportMetric(r.NodeIterationsPerSecond, "node-it/s")
 		b.ReportMetric(r.MessagesPerNodePerIteration, "msgs/node-it")
 		b.ReportMetric(r.BytesPerNodePerIteration, "B/node-it")
+		b.ReportMetric(r.HeapBytesPerNode, "heap-B/node")
 	}
 }
