@@ -48,10 +48,9 @@ type SynthConfig struct {
 	// Zipf is the exponent s > 1 of the feature frequencies: feature k is
 	// drawn with probability proportional to 1/(k+1)^s (default 1.1).
 	Zipf float64
-	// Scale is the standard deviation of the planted model's margin
-	// (default 2): each weight is normal with variance Scale²/PerRow, the
-	// bias normal with variance Scale²/4. Larger separates the classes
-	// better.
+	// Scale sets the spread of the planted model's margin (default 4):
+	// each weight is normal with variance Scale²/PerRow, the bias standard
+	// normal. Larger separates the classes better.
 	Scale float64
 	Seed  uint64
 }
@@ -61,7 +60,7 @@ type SynthConfig struct {
 // zipf, scale, test and seed optional. Every value is checked against the
 // bounds before anything is drawn.
 func ParseSynth(spec string) (SynthConfig, error) {
-	c := SynthConfig{PerRow: 20, Zipf: 1.1, Scale: 2, Seed: 1, TestRows: -1}
+	c := SynthConfig{PerRow: 20, Zipf: 1.1, Scale: 4, Seed: 1, TestRows: -1}
 	if len(spec) > 256 {
 		return c, fmt.Errorf("synthetic data %q: spec longer than 256 bytes", spec[:32]+"...")
 	}
@@ -190,7 +189,7 @@ func Synthetic(c SynthConfig) (train, test *Dataset, planted *Planted, err error
 		return nil, nil, nil, err
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, pcgStream))
-	planted = &Planted{Bias: rng.NormFloat64() * c.Scale / 2, Weights: make([]float64, c.Features)}
+	planted = &Planted{Bias: rng.NormFloat64(), Weights: make([]float64, c.Features)}
 	sd := c.Scale / math.Sqrt(float64(c.PerRow))
 	for k := range planted.Weights {
 		planted.Weights[k] = rng.NormFloat64() * sd
