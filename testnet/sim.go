@@ -86,7 +86,13 @@ type SimConfig struct {
 	DetectionDelay time.Duration
 	// FlushDelay lets a node collect relays for this long before it sends
 	// them, batching updates per next hop; 0 sends after every message. A
-	// node's own update always leaves as soon as it is computed.
+	// node's own update always leaves as soon as it is computed, and the
+	// relays held then leave with it, which closes the window; membership
+	// messages queued meanwhile leave with the relays. With a window of
+	// about one compute time most relays ride on the next own update and a
+	// link carries one or two envelopes an iteration: at P = 128, 13.9
+	// messages per node per iteration against 44 with 1 ms, for 25 % more
+	// simulated time (see the README).
 	FlushDelay time.Duration
 	// Sync tunes the nodes' retransmission (node.SyncConfig defaults).
 	Sync node.SyncConfig
@@ -378,7 +384,10 @@ type simNode struct {
 	stallEpoch uint32
 	blocked    int64
 	done       bool
+	// flushArmed is set while relays wait in a window, window counting
+	// the windows opened.
 	flushArmed bool
+	window     uint32
 	// left is set for a node that left with notice: it never comes back.
 	// It stays up (leaving) until its notice is acknowledged or it gives
 	// up, training no more; last is its last clock.
@@ -868,7 +877,9 @@ func (s *sim) run(ctx context.Context) error {
 				s.schedule(s.now+s.interval, evAntiEntropy, ev.node, 0, ev.tag, nil)
 			}
 		case evFlush:
-			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc {
+			// A window the node's own update closed is void (from
+			// carries the window's number).
+			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc && n.flushArmed && uint32(ev.from) == n.window {
 				n.flushArmed = false
 				s.flush(n)
 			}
@@ -878,7 +889,11 @@ func (s *sim) run(ctx context.Context) error {
 					break
 				}
 				n.core.Tick()
-				s.flush(n)
+				if !n.flushArmed {
+					// Held relays, and what the tick queued with them,
+					// leave when their window closes.
+					s.flush(n)
+				}
 				s.advance(n)
 				s.noteDone()
 				s.schedule(s.now+s.tick, evTick, ev.node, 0, ev.tag, nil)
@@ -922,7 +937,8 @@ func (s *sim) deliver(ev simEvent) {
 		s.flush(to)
 	case !to.flushArmed:
 		to.flushArmed = true
-		s.schedule(s.now+s.flushDly, evFlush, ev.node, 0, to.inc, nil)
+		to.window++
+		s.schedule(s.now+s.flushDly, evFlush, ev.node, int32(to.window), to.inc, nil)
 	}
 	s.advance(to)
 }
@@ -964,6 +980,9 @@ func (s *sim) trainDone(ev simEvent) error {
 	s.nodeIters++
 	s.lastTrain = s.now
 	s.trace.words(trTrain, uint64(s.now), uint64(n.idx), n.core.Clock(), math.Float64bits(n.core.Stats().LastLoss))
+	// The held relays ride with the node's own update, and the window
+	// they were waiting in closes.
+	n.flushArmed = false
 	s.flush(n)
 	if err := s.fireSteps(); err != nil {
 		return err
