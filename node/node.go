@@ -137,6 +137,9 @@ type DecodeCache struct {
 type decoded struct {
 	u      codec.Sparse
 	reason string
+	// frame is a copy of the frame that the nodes keeping it for
+	// retransmission share, instead of a copy each (keepFrame).
+	frame []byte
 }
 
 // NewDecodeCache returns a cache of the last limit distinct frames.
@@ -155,6 +158,7 @@ func (c *DecodeCache) put(frame []byte, d decoded) {
 		c.fifo = c.fifo[1:]
 	}
 	key := string(frame)
+	d.frame = slices.Clone(frame)
 	c.entries[key] = d
 	c.fifo = append(c.fifo, key)
 }
