@@ -46,7 +46,7 @@ func TestParseChurn(t *testing.T) {
 // update that reached a live node reaches all, and the live nodes agree.
 func TestSimChurn(t *testing.T) {
 	sc := loadScenario(t, "churn.txt")
-	seeds := 9
+	seeds := min(9, simInvariantSeeds/2) // 4 under the race detector
 	if testing.Short() {
 		seeds = 3
 	}
