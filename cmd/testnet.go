@@ -228,6 +228,9 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 // hashBits above 0 every feature id is hashed (see fitData); Criteo and VW
 // data need it.
 func loadData(data, testData string, seed uint64, hashBits uint, format string) (train, test *dataset.Dataset, err error) {
+	if spec, ok := strings.CutPrefix(data, dataset.SynthPrefix); ok {
+		return synthData(spec, testData, format, hashBits)
+	}
 	f, err := dataFormat(format, data, hashBits)
 	if err != nil {
 		return nil, nil, err

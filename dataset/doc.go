@@ -3,9 +3,13 @@
 // memory (Scanner, and Stream, which draws shuffled mini-batches from a
 // file epoch after epoch through a bounded buffer); it tells the formats
 // apart (Detect); it maps feature ids into a fixed number of keys by
-// hashing (HashFunction, Hasher); and it carries the built-in datasets that
+// hashing (HashFunction, Hasher); it carries the built-in datasets that
 // ship inside the binary (rcv1 and a9a) together with their licences (see
-// builtin/NOTICE).
+// builtin/NOTICE); and it draws seeded synthetic click-log-like sets
+// (Synthetic: power-law feature frequencies, labels from a planted logistic
+// model) for meshes too large for the built-in sets to give every member
+// rows of its own. Synthetic data is for scale; real sets are the
+// reference for accuracy.
 //
 // # Format
 //

@@ -162,16 +162,23 @@ type Gradient struct {
 // Scratch holds reusable buffers for Gradient, so a training loop allocates
 // little. The zero value is ready to use; it is not safe for concurrent use.
 type Scratch struct {
-	dense   []float64
-	touched []bool
-	keys    []uint64
-	scores  []float64
+	// pages sum the gradient by key; only the pages of keys a gradient
+	// touched are allocated (see pagedVec).
+	pages  []*scratchPage
+	keys   []uint64
+	scores []float64
+}
+
+// scratchPage holds the sums of pageLen keys and which of them this
+// gradient touched, one bit each.
+type scratchPage struct {
+	sum     [pageLen]float64
+	touched uint64
 }
 
 func (s *Scratch) ensure(n, blocks int) {
-	if len(s.dense) != n {
-		s.dense = make([]float64, n)
-		s.touched = make([]bool, n)
+	if pages := (n + pageLen - 1) / pageLen; len(s.pages) != pages {
+		s.pages = make([]*scratchPage, pages)
 	}
 	if len(s.scores) != blocks {
 		s.scores = make([]float64, blocks)
@@ -180,11 +187,26 @@ func (s *Scratch) ensure(n, blocks int) {
 }
 
 func (s *Scratch) add(k uint64, v float64) {
-	if !s.touched[k] {
-		s.touched[k] = true
+	p := s.pages[k>>pageBits]
+	if p == nil {
+		p = new(scratchPage)
+		s.pages[k>>pageBits] = p
+	}
+	bit := uint64(1) << (k & (pageLen - 1))
+	if p.touched&bit == 0 {
+		p.touched |= bit
 		s.keys = append(s.keys, k)
 	}
-	s.dense[k] += v
+	p.sum[k&(pageLen-1)] += v
+}
+
+// take returns key k's sum and clears it for the next gradient.
+func (s *Scratch) take(k uint64) float64 {
+	p, i := s.pages[k>>pageBits], k&(pageLen-1)
+	v := p.sum[i]
+	p.sum[i] = 0
+	p.touched &^= 1 << i
+	return v
 }
 
 // dot is the score of row r against block b of w.
@@ -291,13 +313,11 @@ func (m *Model) Gradient(w []float64, rows []dataset.Row, s *Scratch) (Gradient,
 	slices.Sort(s.keys)
 	g := Gradient{Keys: s.keys, Values: make([]float64, len(s.keys))}
 	for i, k := range s.keys {
-		v := s.dense[k]
+		v := s.take(k)
 		if m.cfg.L2 > 0 && k%m.stride != 0 {
 			v += m.cfg.L2 * w[k]
 		}
 		g.Values[i] = v
-		s.dense[k] = 0
-		s.touched[k] = false
 	}
 	return g, loss * inv
 }

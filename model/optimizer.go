@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // OptimizerKind names an optimizer.
@@ -60,7 +59,7 @@ func NewOptimizer(kind OptimizerKind, lr float64, numParams int) (Optimizer, err
 	case SGD:
 		return &sgd{lr: lr}, nil
 	case Adam:
-		return &adam{lr: lr, m: make([]float64, numParams), v: make([]float64, numParams)}, nil
+		return &adam{lr: lr, n: numParams, m: newPagedVec(numParams), v: newPagedVec(numParams)}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown optimizer %q (known: sgd, adam)", ErrConfig, kind)
 }
@@ -87,12 +86,14 @@ func (o *sgd) Update(g Gradient, scale float64) []float64 {
 	return out
 }
 
-// adam keeps dense moment estimates but touches only the keys of each
-// gradient ("lazy" Adam), the usual form for sparse data: a coordinate's
-// moments decay only when it is updated.
+// adam touches only the keys of each gradient ("lazy" Adam), the usual
+// form for sparse data: a coordinate's moments decay only when it is
+// updated. The moments of n parameters are paged: untouched keys cost
+// nothing.
 type adam struct {
 	lr    float64
-	m, v  []float64
+	n     int
+	m, v  pagedVec
 	steps int
 }
 
@@ -100,15 +101,15 @@ func (o *adam) Kind() OptimizerKind { return Adam }
 func (o *adam) Rate() float64       { return o.lr }
 
 func (o *adam) State() OptimizerState {
-	return OptimizerState{Kind: Adam, Steps: uint64(o.steps), M: slices.Clone(o.m), V: slices.Clone(o.v)}
+	return OptimizerState{Kind: Adam, Steps: uint64(o.steps), M: o.m.dense(o.n), V: o.v.dense(o.n)}
 }
 
 func (o *adam) Restore(s OptimizerState) error {
 	switch {
 	case s.Kind != Adam:
 		return fmt.Errorf("%w: cannot restore %q state into adam", ErrConfig, s.Kind)
-	case len(s.M) != len(o.m) || len(s.V) != len(o.v):
-		return fmt.Errorf("%w: adam state has %d and %d moments, the model has %d parameters", ErrConfig, len(s.M), len(s.V), len(o.m))
+	case len(s.M) != o.n || len(s.V) != o.n:
+		return fmt.Errorf("%w: adam state has %d and %d moments, the model has %d parameters", ErrConfig, len(s.M), len(s.V), o.n)
 	}
 	for _, v := range s.V {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -116,8 +117,8 @@ func (o *adam) Restore(s OptimizerState) error {
 		}
 	}
 	o.steps = int(s.Steps)
-	copy(o.m, s.M)
-	copy(o.v, s.V)
+	o.m.load(s.M)
+	o.v.load(s.V)
 	return nil
 }
 
@@ -128,9 +129,10 @@ func (o *adam) Update(g Gradient, scale float64) []float64 {
 	out := make([]float64, len(g.Values))
 	for i, k := range g.Keys {
 		gv := g.Values[i]
-		m := AdamBeta1*o.m[k] + (1-AdamBeta1)*gv
-		v := AdamBeta2*o.v[k] + (1-AdamBeta2)*gv*gv
-		o.m[k], o.v[k] = m, v
+		pm, pv := o.m.at(k), o.v.at(k)
+		m := AdamBeta1**pm + (1-AdamBeta1)*gv
+		v := AdamBeta2**pv + (1-AdamBeta2)*gv*gv
+		*pm, *pv = m, v
 		out[i] = -o.lr * scale * (m / c1) / (math.Sqrt(v/c2) + AdamEpsilon)
 	}
 	return out

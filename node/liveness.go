@@ -244,7 +244,9 @@ func (n *Node) SetSite(label string) error {
 // Sites returns the site label of every member that announced one, this
 // node's own included: what Config.Overlay builds the overlay from.
 func (n *Node) Sites() map[string]string {
-	sites := map[string]string{}
+	// Sized at once: a core rebuilds its overlay from this on each first
+	// hello, P times over P members while a mesh starts.
+	sites := make(map[string]string, len(n.proto.info)+1)
 	if n.proto.site != "" {
 		sites[n.cfg.ID] = n.proto.site
 	}

@@ -140,6 +140,9 @@ type DecodeCache struct {
 type decoded struct {
 	u      codec.Sparse
 	reason RejectReason
+	// frame is a copy of the frame that the nodes keeping it for
+	// retransmission share, instead of a copy each (keepFrame).
+	frame []byte
 }
 
 // NewDecodeCache returns a cache of the last limit distinct frames.
@@ -158,6 +161,7 @@ func (c *DecodeCache) put(frame []byte, d decoded) {
 		c.fifo = c.fifo[1:]
 	}
 	key := string(frame)
+	d.frame = slices.Clone(frame)
 	c.entries[key] = d
 	c.fifo = append(c.fifo, key)
 }

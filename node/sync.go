@@ -432,7 +432,7 @@ func (n *Node) Receive(from string, data []byte) {
 		if repeated(updates, n.fresh, k) {
 			continue
 		}
-		n.retain(u.Origin, u.Clock, slices.Clone(u.Frame), slices.Clone(u.Sig))
+		n.retain(u.Origin, u.Clock, n.keepFrame(u.Frame), slices.Clone(u.Sig))
 	}
 	// A member's own updates applied are a sign of life; what it passes on
 	// of others' is not (an honest relay says hello anyway), nor are
@@ -443,6 +443,18 @@ func (n *Node) Receive(from string, data []byte) {
 	}
 	n.releaseWithholders()
 	n.noteGate()
+}
+
+// keepFrame returns a copy of frame to keep: the decode cache's, which
+// every node sharing the cache keeps alike, when it has the frame. Kept
+// frames are only read.
+func (n *Node) keepFrame(frame []byte) []byte {
+	if c := n.cfg.DecodeCache; c != nil {
+		if d, ok := c.get(frame); ok {
+			return d.frame
+		}
+	}
+	return slices.Clone(frame)
 }
 
 // repeated reports whether the update at fresh[k] occurs more than once in

@@ -13,6 +13,7 @@
 //     live web view (package liveview), taken on each node's own loop.
 //   - Simulate runs hundreds or thousands of node cores as a deterministic
 //     discrete-event simulation on a virtual clock, over modelled links with
-//     loss, duplication, reordering and partitions, driven by a fault script,
-//     and replayable by seed.
+//     loss, duplication, reordering and partitions, driven by a fault script
+//     (kills, restarts, partitions, joins, leaves, churn with heavy-tailed
+//     sessions), and replayable by seed.
 package testnet

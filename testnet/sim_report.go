@@ -41,6 +41,10 @@ type SimReport struct {
 	NodeIterations                   uint64  `json:"node_iterations"`
 	NodeIterationsPerSecond          float64 `json:"node_iterations_per_second"`
 	SimulatedNodeIterationsPerSecond float64 `json:"simulated_node_iterations_per_second"`
+	// HeapBytesPerNode is the live heap the run's state held at its end
+	// (after a collection; the data sets, loaded before, excluded) per
+	// node started: what one more simulated node costs in memory.
+	HeapBytesPerNode float64 `json:"heap_bytes_per_node"`
 	// Joined counts the members the scenario added (join).
 	Joined int `json:"joined,omitempty"`
 	// Rejoined counts the nodes that fell behind the frame history (a

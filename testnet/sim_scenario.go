@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -33,6 +34,15 @@ type Step struct {
 	count  int       // join
 	metric string    // assert
 	cmp    string    // assert
+	churn  *churnSpec
+}
+
+// churnSpec is a churn step's session model: Weibull session lengths in
+// iterations, departures until an iteration, a share of them kills.
+type churnSpec struct {
+	shape, scale float64
+	until        int // 0: the run's last iteration
+	kills        float64
 }
 
 // nodeSet is a union of node ranges as written; it is resolved against the
@@ -63,6 +73,7 @@ var (
 //	at 40: heal                # every partition ends
 //	at 42: join 2              # two new members start from live members' snapshots
 //	at 44: join via 5-7        # one more, from the snapshot of one of nodes 5-7
+//	at 10: churn weibull 0.5 40 until 90 kills 0.25
 //	at 45: assert staleness <= 3
 //	at end: assert loss <= 0.4
 //
@@ -84,7 +95,19 @@ var (
 // of them is up). New
 // members are numbered on from the run's nodes in the order they join, so
 // later steps can name them; a node set that names a node, or a percentage,
-// counts the nodes started by then, dead ones included. Errors name the file
+// counts the nodes started by then, dead ones included.
+//
+// churn weibull K L makes members come and go from its trigger on: every
+// member started by then, and every member that arrives, stays for a
+// session drawn from a Weibull distribution of shape K (0.1 to 10; below 1
+// heavy-tailed, as P2P measurements find) and scale L iterations (1 to
+// 10^6), then leaves with notice, or is killed with the probability kills
+// gives (default 0); members arrive by join, at a Poisson rate per
+// iteration of the run's initial nodes over the mean session, so that the
+// mesh keeps about its size. Departures and arrivals stop after iteration
+// until (default: the run's last). The draws come from the run's seed and
+// the step's line, apart from the seed's other draws; a departure that
+// would leave fewer than two members up is skipped. Errors name the file
 // and line.
 func ParseScenario(r io.Reader, name string) (*Scenario, error) {
 	sc := &Scenario{Name: name}
@@ -209,13 +232,52 @@ func parseStep(text string) (Step, error) {
 				return Step{}, fmt.Errorf("join: %q is not a number of new members from 1 to %d", args[0], MaxSimNodes)
 			}
 		}
+	case "churn":
+		st.churn, err = parseChurn(args)
 	default:
-		return Step{}, fmt.Errorf("unknown step %q (known: kill, restart, partition, heal, join, slow, loss, dup, reorder, assert)", st.op)
+		return Step{}, fmt.Errorf("unknown step %q (known: kill, restart, partition, heal, join, leave, churn, slow, loss, dup, reorder, assert)", st.op)
 	}
 	if err != nil {
 		return Step{}, fmt.Errorf("%s: %w", st.op, err)
 	}
 	return st, nil
+}
+
+// parseChurn reads "weibull K L [until M] [kills F]".
+func parseChurn(args []string) (*churnSpec, error) {
+	const want = "want weibull <shape> <scale in iterations>, then optionally until <iteration> and kills <share>, such as churn weibull 0.5 40 until 90 kills 0.25"
+	if len(args) < 3 || args[0] != "weibull" || len(args)%2 != 1 {
+		return nil, errors.New(want)
+	}
+	c := &churnSpec{}
+	var err error
+	if c.shape, err = strconv.ParseFloat(args[1], 64); err != nil || !(c.shape >= 0.1 && c.shape <= 10) {
+		return nil, fmt.Errorf("shape %q: want a number from 0.1 to 10", args[1])
+	}
+	if c.scale, err = strconv.ParseFloat(args[2], 64); err != nil || !(c.scale >= 1 && c.scale <= 1e6) {
+		return nil, fmt.Errorf("scale %q: want a number of iterations from 1 to 1000000", args[2])
+	}
+	seen := map[string]bool{}
+	for i := 3; i < len(args); i += 2 {
+		key, value := args[i], args[i+1]
+		if seen[key] {
+			return nil, fmt.Errorf("%s given twice", key)
+		}
+		seen[key] = true
+		switch key {
+		case "until":
+			if c.until, err = strconv.Atoi(value); err != nil || c.until < 1 {
+				return nil, fmt.Errorf("until %q: want an iteration >= 1", value)
+			}
+		case "kills":
+			if c.kills, err = strconv.ParseFloat(value, 64); err != nil || !(c.kills >= 0 && c.kills <= 1) {
+				return nil, fmt.Errorf("kills %q: want a share from 0 to 1", value)
+			}
+		default:
+			return nil, fmt.Errorf("%q: %s", key, want)
+		}
+	}
+	return c, nil
 }
 
 // parseNodeSet reads "3", "0-3", "25%", "50%-100%" or a comma-separated

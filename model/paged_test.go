@@ -1,0 +1,101 @@
+package model
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/sketchmesh/sketchmesh/dataset"
+)
+
+// denseAdam is lazy Adam over dense moments, as it was before the moments
+// were paged: the reference the paged one must match bit for bit.
+func denseAdam(lr float64, n int, steps []Gradient, scale float64) (out [][]float64, m, v []float64) {
+	m, v = make([]float64, n), make([]float64, n)
+	for t, g := range steps {
+		c1 := 1 - math.Pow(AdamBeta1, float64(t+1))
+		c2 := 1 - math.Pow(AdamBeta2, float64(t+1))
+		d := make([]float64, len(g.Keys))
+		for i, k := range g.Keys {
+			m[k] = AdamBeta1*m[k] + (1-AdamBeta1)*g.Values[i]
+			v[k] = AdamBeta2*v[k] + (1-AdamBeta2)*g.Values[i]*g.Values[i]
+			d[i] = -lr * scale * (m[k] / c1) / (math.Sqrt(v[k]/c2) + AdamEpsilon)
+		}
+		out = append(out, d)
+	}
+	return out, m, v
+}
+
+func TestPagedAdamMatchesDense(t *testing.T) {
+	const n = 1 << 17
+	steps := []Gradient{
+		{Keys: []uint64{0, 3, 64, 65535, n - 1}, Values: []float64{0.5, -1, 2e-9, 7, -0.25}},
+		{Keys: []uint64{3, 64, 100}, Values: []float64{-3, 0, 1}},
+		{Keys: []uint64{0, n - 1}, Values: []float64{1e6, -1e-12}},
+	}
+	want, wm, wv := denseAdam(0.02, n, steps, 0.5)
+	opt, err := NewOptimizer(Adam, 0.02, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range steps {
+		if got := opt.Update(g, 0.5); !slices.Equal(got, want[i]) {
+			t.Fatalf("step %d: %v, want %v", i+1, got, want[i])
+		}
+	}
+	st := opt.State()
+	if !slices.Equal(st.M, wm) || !slices.Equal(st.V, wv) {
+		t.Fatal("moments differ from the dense reference")
+	}
+	// Keys 0, 3; 64, 100; 65535; n-1: four pages of each moment.
+	a := opt.(*adam)
+	for name, p := range map[string]pagedVec{"m": a.m, "v": a.v} {
+		used := 0
+		for _, pg := range p.pages {
+			if pg != nil {
+				used++
+			}
+		}
+		if used != 4 || p.len() != n {
+			t.Errorf("%s: %d pages of %d keys, want 4 pages of %d", name, used, p.len(), n)
+		}
+	}
+}
+
+func TestPagedAdamRestoresSignedZeros(t *testing.T) {
+	opt, _ := NewOptimizer(Adam, 0.1, 130)
+	m, v := make([]float64, 130), make([]float64, 130)
+	m[129], m[5], v[5] = math.Copysign(0, -1), -2, 4
+	if err := opt.Restore(OptimizerState{Kind: Adam, Steps: 7, M: m, V: v}); err != nil {
+		t.Fatal(err)
+	}
+	st := opt.State()
+	if st.Steps != 7 || math.Float64bits(st.M[129]) != math.Float64bits(m[129]) || st.M[5] != -2 || st.V[5] != 4 || len(st.M) != 130 {
+		t.Fatalf("restored state %v %v at steps %d", st.M[125:], st.V[:8], st.Steps)
+	}
+}
+
+func TestScratchPagesOnlyTouchedKeys(t *testing.T) {
+	m, err := New(Config{Kind: LogisticRegression, MaxFeature: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Scratch
+	w := make([]float64, m.NumParams())
+	g, _ := m.Gradient(w, []dataset.Row{{Label: 1, Keys: []uint64{2, 40000}, Values: []float32{1, 3}}}, &s)
+	if !slices.Equal(g.Keys, []uint64{0, 2, 40000}) || !slices.Equal(g.Values, []float64{-0.5, -0.5, -1.5}) {
+		t.Fatalf("gradient %v %v", g.Keys, g.Values)
+	}
+	used := 0
+	for _, p := range s.pages {
+		if p != nil {
+			used++
+			if p.touched != 0 || p.sum != [pageLen]float64{} {
+				t.Fatal("a page kept a sum or a mark after the gradient was taken")
+			}
+		}
+	}
+	if used != 2 {
+		t.Errorf("%d pages allocated, want 2 (keys 0 and 2, key 40000)", used)
+	}
+}

@@ -1,0 +1,59 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/model"
+)
+
+// Nodes that share a decode cache keep one copy of a frame they applied,
+// whichever message it came in; without one each keeps its own.
+func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
+	train := testData(t)
+	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"a", "b", "c"}
+	for _, shared := range []bool{true, false} {
+		var cache *DecodeCache
+		if shared {
+			cache = NewDecodeCache(8)
+		}
+		nodes := map[string]*Node{}
+		for i, id := range ids {
+			opt, _ := model.NewOptimizer(model.SGD, 1, mdl.NumParams())
+			n, err := New(Config{ID: id, Members: ids, Model: mdl, Optimizer: opt, Codec: codec.Raw{},
+				Iterations: 2, BatchSize: 5, Seed: 1, Shard: train.Shard(i, 3).Rows, DecodeCache: cache})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes[id] = n
+		}
+		if err := nodes["a"].Train(); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range nodes["a"].Ready().Messages {
+			nodes[m.To].Receive("a", m.Data)
+		}
+		kept := func(id string) []byte {
+			n := nodes[id]
+			log := n.logs[n.index["a"]]
+			if len(log) != 1 {
+				t.Fatalf("%s keeps %d frames of a, want 1", id, len(log))
+			}
+			return log[0].frame
+		}
+		b, c := kept("b"), kept("c")
+		label := fmt.Sprintf("shared cache %v", shared)
+		if !bytes.Equal(b, c) || !bytes.Equal(b, nodes["a"].lastOwn.Frame) {
+			t.Fatalf("%s: b and c keep different bytes for a's frame", label)
+		}
+		if same := &b[0] == &c[0]; same != shared {
+			t.Errorf("%s: b and c keep one array: %v", label, same)
+		}
+	}
+}

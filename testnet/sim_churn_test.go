@@ -1,0 +1,89 @@
+package testnet
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestParseChurn(t *testing.T) {
+	sc, err := ParseScenario(strings.NewReader("at 3: churn weibull 0.5 40 until 90 kills 0.25\nat 4: churn weibull 2 1"), "c.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *sc.Steps[0].churn; got != (churnSpec{shape: 0.5, scale: 40, until: 90, kills: 0.25}) {
+		t.Errorf("first churn %+v", got)
+	}
+	if got := *sc.Steps[1].churn; got != (churnSpec{shape: 2, scale: 1}) {
+		t.Errorf("second churn %+v", got)
+	}
+	for _, c := range []struct{ step, want string }{
+		{"churn", "want weibull <shape> <scale in iterations>"},
+		{"churn pareto 1 2", "want weibull"},
+		{"churn weibull 0.05 10", `shape "0.05": want a number from 0.1 to 10`},
+		{"churn weibull 1 0.5", `scale "0.5": want a number of iterations from 1 to 1000000`},
+		{"churn weibull 1 10 until", "want weibull"},
+		{"churn weibull 1 10 until 0", `until "0": want an iteration >= 1`},
+		{"churn weibull 1 10 kills 1.5", `kills "1.5": want a share from 0 to 1`},
+		{"churn weibull 1 10 kills 0.1 kills 0.2", "kills given twice"},
+		{"churn weibull 1 10 often 3", `"often": want weibull`},
+	} {
+		_, err := ParseScenario(strings.NewReader("\n\nat 2: "+c.step), "c.txt")
+		if err == nil || !strings.Contains(err.Error(), "c.txt:3: churn: "+c.want) {
+			t.Errorf("%q: %v, want c.txt:3: churn: %s...", c.step, err, c.want)
+		}
+	}
+	cfg := simConfig(t, 4, 10, 1)
+	cfg.Faults, _ = ParseScenario(strings.NewReader("at 2: churn weibull 1 5 until 11"), "c.txt")
+	if _, err := newSim(cfg); err == nil || !strings.Contains(err.Error(), "c.txt:1: until 11 is beyond the run's 10 iterations") {
+		t.Errorf("until past the run: %v", err)
+	}
+}
+
+// TestSimChurn runs testdata/scenarios/churn.txt (heavy-tailed sessions,
+// arrivals by join, leaves with notice and kills) over seeds, both
+// topologies and staleness 0 to 2: no stall, nothing applied twice, every
+// update that reached a live node reaches all, and the live nodes agree.
+func TestSimChurn(t *testing.T) {
+	sc := loadScenario(t, "churn.txt")
+	seeds := min(9, simInvariantSeeds/2) // 4 under the race detector
+	if testing.Short() {
+		seeds = 3
+	}
+	var joined, left, killed int
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		cfg := simConfig(t, 12, 60, seed)
+		cfg.Faults, cfg.Staleness = sc, int(seed%3)
+		if seed%2 == 0 {
+			cfg.Topology = "full"
+		}
+		label := fmt.Sprintf("seed %d (s=%d, %s)", seed, cfg.Staleness, cfg.Topology)
+		s, r := runSim(t, cfg)
+		if !r.Invariants.OK || r.Invariants.Stalled {
+			t.Fatalf("%s: invariants %+v", label, r.Invariants)
+		}
+		for _, a := range r.Assertions {
+			if !a.Passed {
+				t.Fatalf("%s: %s failed with value %v", label, a.Step, a.Value)
+			}
+		}
+		checkConverged(t, label, s)
+		for _, n := range s.nodes {
+			switch {
+			case n.left:
+				left++
+			case !n.alive:
+				killed++
+			}
+			if n.member() && n.core.Steps() != 60 {
+				t.Errorf("%s: %s ended at step %d of 60", label, n.id, n.core.Steps())
+			}
+		}
+		joined += r.Joined
+	}
+	// Over the seeds the churn drew every kind of change.
+	if joined == 0 || left == 0 || killed == 0 {
+		t.Errorf("over %d seeds: %d joined, %d left, %d killed; want some of each", seeds, joined, left, killed)
+	}
+	t.Logf("over %d seeds: %d joined, %d left, %d killed", seeds, joined, left, killed)
+}
