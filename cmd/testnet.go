@@ -68,7 +68,7 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for the shuffle, the shards and mini-batch sampling")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links per node, updates relayed along broadcast trees) or full (everyone sends to everyone)")
 	fs.StringVar(&f.sites, "sites", "auto", sitesHelp)
-	fs.DurationVar(&f.relayWindow, "relay-window", time.Millisecond, "how long a node collects arrivals before forwarding them, so relays batch per next hop (0 = forward at once)")
+	fs.DurationVar(&f.relayWindow, "relay-window", defaultRelayWindow, "how long a node collects arrivals before forwarding them, so relays batch per next hop; relays held when the node trains leave with its own update (0 = forward at once)")
 	fs.StringVar(&f.wan, "wan", "lan", "links between nodes: lan (loopback TCP, no shaping), geo3 (3 sites: 1 ms and 1 Gbit/s inside, 40/80/120 ms and 100 Mbit/s between), or latency=50ms,bandwidth=100Mbit")
 	fs.IntVar(&f.stragglers, "stragglers", 0, "number of nodes that run --slowdown times slower")
 	fs.Float64Var(&f.slowdown, "slowdown", 3, "how many times slower each straggler computes (>= 1)")

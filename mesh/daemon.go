@@ -336,7 +336,12 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			a.progress()
 			lastProgress = now
 		}
-		flush()
+		// Relays collected while the node can train now leave with its own
+		// update, which closes the window (below): one message per next
+		// hop instead of one for the relays and one for the update.
+		if !(a.quorate && a.n.CanTrain() && !pacedAt(a.cfg.MinIteration, a.lastTrain, now)) {
+			flush()
+		}
 		a.joins.ServeHeld(a, now)
 		if a.n.Rejoining() != "" {
 			a.joins.DropHeld(a, "this member fell behind the frame history and is rejoining")
@@ -351,7 +356,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 		if ctx.Err() != nil {
 			return a.finish(ctx, start, true)
 		}
-		paced := a.cfg.MinIteration > 0 && now.Sub(a.lastTrain) < a.cfg.MinIteration
+		paced := pacedAt(a.cfg.MinIteration, a.lastTrain, now)
 		if !a.quorate && len(a.n.Live()) >= a.cfg.MinMembers && a.meshTraining() {
 			a.quorate = true
 			if !blockedSince.IsZero() {
@@ -372,6 +377,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			if err := a.train(); err != nil {
 				return a.result(start, false), err
 			}
+			a.handleReady()
 			continue
 		}
 		var pace *time.Timer
@@ -403,6 +409,11 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			pace.Stop()
 		}
 	}
+}
+
+// pacedAt reports whether --min-iteration-time holds the next step at now.
+func pacedAt(minIteration time.Duration, lastTrain, now time.Time) bool {
+	return minIteration > 0 && now.Sub(lastTrain) < minIteration
 }
 
 // handleReady carries out what the core asks: messages to members,

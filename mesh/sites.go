@@ -96,7 +96,8 @@ func (a *Daemon) probeRound(ctx context.Context, targets []string, out chan<- ma
 	for range min(siteProbeWorkers, len(targets)) {
 		wg.Go(func() {
 			for m := range jobs {
-				p, err := a.peerOf(m)
+				// PeerOf, not the daemon's cache: the loop owns that.
+				p, err := PeerOf(m)
 				if err != nil {
 					continue
 				}
