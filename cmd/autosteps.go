@@ -22,7 +22,7 @@ func stepTime(cfg testnet.Config) time.Duration {
 	if cfg.Train == nil || len(cfg.Train.Rows) < cfg.Nodes {
 		return cfg.ComputeTime
 	}
-	mdl, err := testnet.NewModel(cfg.Model, cfg.L2, cfg.Train)
+	mdl, err := model.NewModel(cfg.Model, cfg.L2, cfg.Train)
 	if err != nil {
 		return cfg.ComputeTime
 	}

@@ -184,7 +184,7 @@ func TestSimulateJSONAndReplay(t *testing.T) {
 	// One step an exchange: the script counts exchanges, and the default
 	// would take 7 steps each over geo3, leaving its steps unreached.
 	args := []string{"simulate", "--nodes", "12", "--iterations", "45", "--wan", "geo3,loss=0.01", "--seed", "5", "--local-steps", "1",
-		"--faults", "../testnet/testdata/scenarios/faults.txt", "--json"}
+		"--faults", "../sim/testdata/scenarios/faults.txt", "--json"}
 	code, out, errOut := runMain(args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)

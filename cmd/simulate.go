@@ -13,12 +13,13 @@ import (
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
+	"github.com/sketchmesh/sketchmesh/sim"
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("simulate", "simulate [flags]", "Runs the node core of every member as a discrete-event simulation on a virtual clock, in one goroutine, replayable by seed.", stderr)
-	nodes := fs.Int("nodes", 64, fmt.Sprintf("number of simulated nodes (1-%d)", testnet.MaxSimNodes))
+	nodes := fs.Int("nodes", 64, fmt.Sprintf("number of simulated nodes (1-%d)", sim.MaxNodes))
 	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
 	testData := fs.String("test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
 	var training trainingFlags
@@ -51,8 +52,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	switch {
-	case *nodes < 1 || *nodes > testnet.MaxSimNodes:
-		return badInput("--nodes %d: want 1 to %d", *nodes, testnet.MaxSimNodes)
+	case *nodes < 1 || *nodes > sim.MaxNodes:
+		return badInput("--nodes %d: want 1 to %d", *nodes, sim.MaxNodes)
 	case *computeTime <= 0:
 		return badInput("--compute-time %v: want > 0", *computeTime)
 	case *relayWindow < 0:
@@ -69,13 +70,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	training.exchange.resolveAuto(linkRound(link), *computeTime, int(settings.Iterations), false)
 	settings.LocalSteps = training.exchange.localSteps
 	settings.Staleness = training.exchange.staleness(training.staleness, flagGiven(fs, "staleness"))
-	var scenario *testnet.Scenario
+	var scenario *sim.Scenario
 	if *faults != "" {
 		f, err := os.Open(*faults)
 		if err != nil {
 			return usageError{fmt.Errorf("--faults: %w", err)}
 		}
-		scenario, err = testnet.ParseScenario(f, *faults)
+		scenario, err = sim.ParseScenario(f, *faults)
 		f.Close()
 		if err != nil {
 			return usageError{fmt.Errorf("--faults: %w", err)}
@@ -97,7 +98,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	warnSparseIDs(logger, train, *nodes)
-	cfg := testnet.SimConfig{
+	cfg := sim.Config{
 		Nodes: *nodes, Train: train, Test: test, Model: settings.Model, Optimizer: settings.Optimizer,
 		LR: lr, L2: settings.L2, Batch: training.batch, Iterations: int(settings.Iterations), Seed: *seed, Codec: settings.Codec,
 		ErrorFeedback: settings.ErrorFeedback, Staleness: settings.Staleness, Exchange: training.exchange.exchange(), Topology: *topology, Sites: *sites, WAN: link,
@@ -112,7 +113,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	start := time.Now()
 	var watch model.LossWatch
-	cfg.Progress = func(p testnet.SimProgress) {
+	cfg.Progress = func(p sim.Progress) {
 		if p.Step == "" {
 			if msg := watch.Observe(p.TestLoss); msg != "" {
 				defer logger.Warn(msg, "iteration", p.Iteration, "lr", lr)
@@ -129,7 +130,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stderr, "iter %4d/%d  simulated %.2fs  live %d  test_loss %.4f%s  sent %s  wall %.1fs%s\n",
 			p.Iteration, cfg.Iterations, p.SimulatedSeconds, p.Live, p.TestLoss, acc, humanBytes(float64(p.BytesSent)), time.Since(start).Seconds(), step)
 	}
-	rep, err := testnet.Simulate(ctx, cfg)
+	rep, err := sim.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}

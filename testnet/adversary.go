@@ -9,6 +9,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/attack"
 	"github.com/sketchmesh/sketchmesh/mesh"
+	"github.com/sketchmesh/sketchmesh/model"
 )
 
 // adversary is the hook through which Run hosts a hostile peer (package
@@ -64,7 +65,7 @@ func newAdversary(ctx context.Context, cfg Config, victims []*member) (adversary
 		ac.Joiner = id.String()
 	}
 	if cfg.Attack == attack.DonorLie {
-		mdl, err := NewModel(cfg.Model, cfg.L2, cfg.Train)
+		mdl, err := model.NewModel(cfg.Model, cfg.L2, cfg.Train)
 		if err != nil {
 			return nil, err
 		}

@@ -1,19 +1,19 @@
 // Package testnet owns the harnesses that run whole meshes on one machine,
-// for trying sketchmesh out and for measuring it. It contains no training or protocol logic of its
-// own: it wires the same node cores (package node) that a real mesh runs.
+// for trying sketchmesh out and for measuring it. It contains no training
+// or protocol logic of its own: it wires the same node cores (package node)
+// that a real mesh runs.
 //
 //   - Run starts several real libp2p hosts on 127.0.0.1, each driving a node
 //     core on its own shard of a data set, over loopback TCP or over links
-//     shaped like a WAN (LinkProfile, see wan.go; each member sends through
-//     a mesh.ShapedTransport), and reports how training went. With
+//     shaped like a WAN (LinkProfile, see links.go and wan.go; each member
+//     sends through a mesh.ShapedTransport), and reports how training went. With
 //     Config.Attack it hosts a hostile peer (package attack) through one
 //     hook, the adversary interface (adversary.go); RunAttack compares the
 //     attacked run with its baseline (attack.go).
 //   - LiveView, given to Run, keeps a copy of every node's state for the
 //     live web view (package liveview), taken on each node's own loop.
-//   - Simulate runs hundreds or thousands of node cores as a deterministic
-//     discrete-event simulation on a virtual clock, over modelled links with
-//     loss, duplication, reordering and partitions, driven by a fault script
-//     (kills, restarts, partitions, joins, leaves, churn with heavy-tailed
-//     sessions), and replayable by seed.
+//
+// The simulator, which runs the same node cores over modelled links on a
+// virtual clock, is package sim; it shares this package's description of a
+// run (LinkProfile, links.go; Exchange; the overlay Router).
 package testnet

@@ -17,12 +17,13 @@ type Exchange struct {
 	Priority    node.PriorityMode
 }
 
-func (e Exchange) validate() error {
+// Validate checks the local-step settings (node.CheckLocalSteps).
+func (e Exchange) Validate() error {
 	return node.CheckLocalSteps(e.LocalSteps, e.Outer, e.OuterRate)
 }
 
-// apply sets the exchange settings of a node's configuration.
-func (e Exchange) apply(c *node.Config) {
+// Apply sets the exchange settings of a node's configuration.
+func (e Exchange) Apply(c *node.Config) {
 	c.LocalSteps, c.Outer, c.OuterRate = e.LocalSteps, e.Outer, e.OuterRate
 	c.BudgetBytes, c.Priority = e.BudgetBytes, e.Priority
 }

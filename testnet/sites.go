@@ -27,8 +27,8 @@ const probeWorkers = 16
 // SitesModes are the values of Config.Sites.
 var SitesModes = []string{"auto", "off"}
 
-// checkSitesMode checks a Sites setting and defaults it to auto.
-func checkSitesMode(mode *string) error {
+// CheckSitesMode checks a Sites setting and defaults it to auto.
+func CheckSitesMode(mode *string) error {
 	if *mode == "" {
 		*mode = "auto"
 	}
@@ -115,9 +115,9 @@ func siteLabels(ctx context.Context, cfg Config, members []*member) (map[string]
 	return labels, nil
 }
 
-// siteCount is the number of sites a router groups members into: 1 for a
+// SiteCount is the number of sites a router groups members into: 1 for a
 // flat overlay or a full mesh.
-func siteCount(r Router) int {
+func SiteCount(r Router) int {
 	if s, ok := r.(interface{ Sites() int }); ok {
 		return s.Sites()
 	}

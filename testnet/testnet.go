@@ -146,10 +146,10 @@ func (c *Config) Validate() error {
 		}
 		train = c.Test
 	}
-	if err := validateRun(train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+	if err := ValidateRun(train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
 		return err
 	}
-	if err := c.Exchange.validate(); err != nil {
+	if err := c.Exchange.Validate(); err != nil {
 		return err
 	}
 	if c.Attack != "" {
@@ -164,7 +164,7 @@ func (c *Config) Validate() error {
 	if c.WAN.Name == "" {
 		c.WAN.Name = "lan"
 	}
-	if err := checkSitesMode(&c.Sites); err != nil {
+	if err := CheckSitesMode(&c.Sites); err != nil {
 		return err
 	}
 	if c.EvalEvery <= 0 {
@@ -176,9 +176,9 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// validateRun checks what a testnet run and a simulation share, and defaults
+// ValidateRun checks what a testnet run and a simulation share, and defaults
 // the topology to halton.
-func validateRun(train, test *dataset.Dataset, iterations int, batch float64, staleness int, codecName string, topology *string) error {
+func ValidateRun(train, test *dataset.Dataset, iterations int, batch float64, staleness int, codecName string, topology *string) error {
 	switch {
 	case train == nil || len(train.Rows) == 0:
 		return errors.New("no training data")
@@ -208,12 +208,6 @@ func validateRun(train, test *dataset.Dataset, iterations int, batch float64, st
 // batchRows turns the Batch setting into a row count for a shard
 // (node.BatchRows).
 func (c *Config) batchRows(shardRows int) int { return node.BatchRows(c.Batch, shardRows) }
-
-// NewModel is model.NewModel, under the name the simulator and the
-// attacker call it by.
-func NewModel(kind model.Kind, l2 float64, train *dataset.Dataset) (*model.Model, error) {
-	return model.NewModel(kind, l2, train)
-}
 
 // StreamSource is a node's stream of mini-batches (see Config.Batches).
 type StreamSource interface {
@@ -293,7 +287,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	router := newSiteRouter(cfg.Topology, ids, sites)
+	router := NewSiteRouter(cfg.Topology, ids, sites)
 	links := router
 	if cfg.joinAt() > 0 {
 		// A joiner makes every node send to every member (below).
@@ -359,7 +353,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Shard:     m.shard.Rows,
 			Batches:   m.batchSource(),
 		}
-		cfg.Exchange.apply(&nc)
+		cfg.Exchange.Apply(&nc)
 		if m.core, err = newCore(nc); err != nil {
 			return nil, err
 		}
@@ -682,12 +676,12 @@ func nodeKey(seed uint64, i int) (crypto.PrivKey, error) {
 }
 
 // newRouter returns the overlay a topology names, without sites.
-func newRouter(topology string, ids []string) Router { return newSiteRouter(topology, ids, nil) }
+func newRouter(topology string, ids []string) Router { return NewSiteRouter(topology, ids, nil) }
 
-// newSiteRouter returns the overlay a topology names: for halton, the
+// NewSiteRouter returns the overlay a topology names: for halton, the
 // site-aware overlay over the members' site labels, which is the flat one
 // when the labels name one site or there are none.
-func newSiteRouter(topology string, ids []string, site map[string]string) Router {
+func NewSiteRouter(topology string, ids []string, site map[string]string) Router {
 	if topology == "full" {
 		return fullRouter{node.NewFullMesh(ids), len(ids)}
 	}

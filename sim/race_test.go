@@ -1,6 +1,6 @@
 //go:build race
 
-package testnet
+package sim
 
 // The race detector slows the simulator about tenfold; a few seeds still
 // exercise every code path.

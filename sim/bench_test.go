@@ -1,4 +1,4 @@
-package testnet
+package sim
 
 import (
 	"context"
@@ -26,13 +26,13 @@ func BenchmarkSimulate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := SimConfig{
+	cfg := Config{
 		Nodes: p, Train: d[0].Hashed(16), Test: d[1].Hashed(16), Model: "lr", Optimizer: "adam",
 		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 10, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
 		Staleness: 2, FlushDelay: time.Millisecond,
 	}
 	for b.Loop() {
-		r, err := Simulate(context.Background(), cfg)
+		r, err := Run(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 //go:build !race
 
-package testnet
+package sim
 
 // simInvariantSeeds is how many seeds TestSimInvariantsUnderFaults runs.
 const simInvariantSeeds = 50

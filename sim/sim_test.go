@@ -1,4 +1,4 @@
-package testnet
+package sim
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 var simData = sync.OnceValues(func() ([2]*dataset.Dataset, error) {
@@ -24,13 +25,13 @@ var simData = sync.OnceValues(func() ([2]*dataset.Dataset, error) {
 	return [2]*dataset.Dataset{train, test}, err
 })
 
-func simConfig(t testing.TB, nodes, iterations int, seed uint64) SimConfig {
+func simConfig(t testing.TB, nodes, iterations int, seed uint64) Config {
 	t.Helper()
 	d, err := simData()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return SimConfig{
+	return Config{
 		Nodes: nodes, Train: d[0], Test: d[1], Model: model.LogisticRegression, Optimizer: model.SGD,
 		LR: 1, L2: 1e-4, Batch: 0.1, Iterations: iterations, Seed: seed, Codec: "raw",
 	}
@@ -51,11 +52,11 @@ func loadScenario(t testing.TB, name string) *Scenario {
 	return sc
 }
 
-func simulate(t testing.TB, cfg SimConfig) *SimReport {
+func simulate(t testing.TB, cfg Config) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := Simulate(ctx, cfg)
+	r, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestSimRestartAndStraggler(t *testing.T) {
 // site pair's one-way latency.
 func TestSimGeo3Latency(t *testing.T) {
 	cfg := simConfig(t, 6, 10, 1)
-	wan, err := ParseLinkProfile("geo3")
+	wan, err := testnet.ParseLinkProfile("geo3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestSimGeo3Latency(t *testing.T) {
 // Messages on one link queue behind each other at the link's bandwidth.
 func TestSimLinkQueueing(t *testing.T) {
 	cfg := simConfig(t, 2, 1, 1)
-	wan, err := ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 MB/s: 1 ms per 1000 bytes
+	wan, err := testnet.ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 MB/s: 1 ms per 1000 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,45 +239,6 @@ func TestSimEventOrder(t *testing.T) {
 			t.Fatalf("popped (%d,%d) after (%d,%d)", ev.at, ev.seq, prev.at, prev.seq)
 		}
 		prev = ev
-	}
-}
-
-func TestParseLinkProfile(t *testing.T) {
-	lan, err := ParseLinkProfile("lan")
-	if err != nil || lan.Sites != 1 || lan.Latency[0][0] != 100*time.Microsecond || lan.Bandwidth[0][0] != 10e9/8 {
-		t.Fatalf("lan: %+v, %v", lan, err)
-	}
-	geo, err := ParseLinkProfile("geo3,loss=0.01,jitter=2ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if geo.Sites != 3 || geo.Latency[0][0] != time.Millisecond || geo.Bandwidth[1][1] != 1e9/8 ||
-		geo.Latency[0][1] != 40*time.Millisecond || geo.Latency[2][1] != 80*time.Millisecond || geo.Latency[0][2] != 120*time.Millisecond ||
-		geo.Bandwidth[0][2] != 100e6/8 || geo.Loss != 0.01 || geo.Jitter != 2*time.Millisecond {
-		t.Fatalf("geo3: %+v", geo)
-	}
-	if got := geo.String(); got != "geo3,jitter=2ms,loss=0.01" {
-		t.Fatalf("geo3 reads back as %q", got)
-	}
-	c, err := ParseLinkProfile("latency=50ms,bandwidth=100Mbit,loss=0.01,jitter=5ms,dup=0.001,reorder=0.02")
-	if err != nil || c.Latency[0][0] != 50*time.Millisecond || c.Bandwidth[0][0] != 100e6/8 || c.Loss != 0.01 ||
-		c.Jitter != 5*time.Millisecond || c.Duplicate != 0.001 || c.Reorder != 0.02 {
-		t.Fatalf("custom: %+v, %v", c, err)
-	}
-	for in, want := range map[string]string{
-		"latency=50ms":               "needs latency= and bandwidth=",
-		"geo3,latency=5ms":           "fixes latency and bandwidth",
-		"lan,loss=1":                 "probability",
-		"lan,loss=0.1,loss=0.2":      "twice",
-		"wan":                        "not key=value",
-		"latency=x,bandwidth=1Mbit":  "latency",
-		"latency=1ms,bandwidth=fast": "bandwidth",
-		"lan,color=red":              "unknown key",
-		"latency=1ms,bandwidth=1Mbit,jitter=-1ms": "jitter",
-	} {
-		if _, err := ParseLinkProfile(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: error %v, want one mentioning %q", in, err, want)
-		}
 	}
 }
 
@@ -354,7 +316,7 @@ at end: assert accuracy >= 0.5
 // A scenario that does not fit the run is refused before it starts, naming
 // the file and line.
 func TestSimRejectsBadConfig(t *testing.T) {
-	bad := func(name, script string, mutate func(*SimConfig)) {
+	bad := func(name, script string, mutate func(*Config)) {
 		t.Helper()
 		cfg := simConfig(t, 4, 10, 1)
 		if script != "" {
@@ -367,7 +329,7 @@ func TestSimRejectsBadConfig(t *testing.T) {
 		if mutate != nil {
 			mutate(&cfg)
 		}
-		if _, err := Simulate(context.Background(), cfg); err == nil {
+		if _, err := Run(context.Background(), cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		} else if script != "" && !strings.Contains(err.Error(), "s.txt:1") {
 			t.Errorf("%s: error %q does not name s.txt:1", name, err)
@@ -380,14 +342,14 @@ func TestSimRejectsBadConfig(t *testing.T) {
 	bad("kill everyone", "at 1: kill 0-3", nil)
 	bad("kill a node before it joins", "at 1: kill 4\nat 2: join", nil)
 	bad("join at end", "at end: join", nil)
-	bad("join beyond the limit", fmt.Sprintf("at 1: join %d", MaxSimNodes-3), nil)
-	bad("no nodes", "", func(c *SimConfig) { c.Nodes = 0 })
-	bad("too many nodes", "", func(c *SimConfig) { c.Nodes = MaxSimNodes + 1 })
-	bad("unknown topology", "", func(c *SimConfig) { c.Topology = "ring" })
-	bad("negative staleness", "", func(c *SimConfig) { c.Staleness = -1 })
-	bad("unknown codec", "", func(c *SimConfig) { c.Codec = "gzip9" })
-	bad("negative compute time", "", func(c *SimConfig) { c.ComputeTime = -time.Millisecond })
-	bad("small sync window", "", func(c *SimConfig) { c.Staleness = 2; c.Sync.Window = 3 })
+	bad("join beyond the limit", fmt.Sprintf("at 1: join %d", MaxNodes-3), nil)
+	bad("no nodes", "", func(c *Config) { c.Nodes = 0 })
+	bad("too many nodes", "", func(c *Config) { c.Nodes = MaxNodes + 1 })
+	bad("unknown topology", "", func(c *Config) { c.Topology = "ring" })
+	bad("negative staleness", "", func(c *Config) { c.Staleness = -1 })
+	bad("unknown codec", "", func(c *Config) { c.Codec = "gzip9" })
+	bad("negative compute time", "", func(c *Config) { c.ComputeTime = -time.Millisecond })
+	bad("small sync window", "", func(c *Config) { c.Staleness = 2; c.Sync.Window = 3 })
 }
 
 // Failing assertions are reported, not fatal; a cancelled context stops the
@@ -405,7 +367,7 @@ func TestSimAssertionsAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Simulate(ctx, simConfig(t, 4, 10, 2)); !errors.Is(err, context.Canceled) {
+	if _, err := Run(ctx, simConfig(t, 4, 10, 2)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled run: %v", err)
 	}
 }
@@ -417,8 +379,8 @@ func TestSimProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Faults = sc
-	var got []SimProgress
-	cfg.Progress = func(p SimProgress) { got = append(got, p) }
+	var got []Progress
+	cfg.Progress = func(p Progress) { got = append(got, p) }
 	simulate(t, cfg)
 	steps := 0
 	for i, p := range got {
@@ -478,7 +440,7 @@ func TestSimStress(t *testing.T) {
 			if seed%3 == 0 {
 				cfg.FlushDelay = time.Millisecond
 			}
-			if cfg.WAN, err = ParseLinkProfile(networks[seed%4]); err != nil {
+			if cfg.WAN, err = testnet.ParseLinkProfile(networks[seed%4]); err != nil {
 				t.Fatal(err)
 			}
 			r := simulate(t, cfg)

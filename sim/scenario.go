@@ -1,4 +1,4 @@
-package testnet
+package sim
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Scenario is a fault script for Simulate. See ParseScenario for the
+// Scenario is a fault script for Run. See ParseScenario for the
 // language.
 type Scenario struct {
 	Name  string
@@ -90,7 +90,7 @@ var (
 // >=, > or ==; its outcome is reported, it does not stop the run.
 //
 // join adds one new member (join k adds k): each starts from the snapshot of
-// a live member and is admitted by the rest, as Simulate describes; "via"
+// a live member and is admitted by the rest, as Run describes; "via"
 // and a node set limit the donors to those nodes (the run fails when none
 // of them is up). New
 // members are numbered on from the run's nodes in the order they join, so
@@ -228,8 +228,8 @@ func parseStep(text string) (Step, error) {
 			return Step{}, fmt.Errorf("join: want nothing or a number of new members, such as join or join 3, then optionally via and a node set (join 2 via 0-3)")
 		case len(args) == 1:
 			st.count, err = strconv.Atoi(args[0])
-			if err != nil || st.count < 1 || st.count > MaxSimNodes {
-				return Step{}, fmt.Errorf("join: %q is not a number of new members from 1 to %d", args[0], MaxSimNodes)
+			if err != nil || st.count < 1 || st.count > MaxNodes {
+				return Step{}, fmt.Errorf("join: %q is not a number of new members from 1 to %d", args[0], MaxNodes)
 			}
 		}
 	case "churn":

@@ -1,4 +1,4 @@
-package testnet
+package sim
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 // TestSimScale produces the simulator's figures. It is skipped unless
@@ -33,20 +35,20 @@ func TestSimScale(t *testing.T) {
 	run := func(name string) bool { return slices.Contains(want, name) || slices.Contains(want, "all") }
 	// SGD at a rate the batch size keeps stable; with batch 0.5 a node of
 	// a large mesh trains on its one row.
-	base := func(nodes, iterations int) SimConfig {
+	base := func(nodes, iterations int) Config {
 		cfg := simConfig(t, nodes, iterations, 1)
 		cfg.LR, cfg.Batch = 10, 0.5
 		return cfg
 	}
-	simulate := func(t *testing.T, cfg SimConfig) *SimReport {
+	simulate := func(t *testing.T, cfg Config) *Report {
 		t.Helper()
-		r, err := Simulate(context.Background(), cfg)
+		r, err := Run(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	line := func(label string, r *SimReport) {
+	line := func(label string, r *Report) {
 		t.Logf("%-24s P=%-5d %-6s s=%d wall %7.1fs  sim %6.3fs  %8.0f node-it/s wall  %9.0f node-it/s sim  msgs/node-it %7.1f  KB/node-it %7.1f  stale max %d mean %.2f  blocked/node %.3fs  loss %.4f  resent %d  ok %v",
 			label, r.Nodes, r.Topology, r.Staleness, r.WallSeconds, r.SimulatedSeconds, r.NodeIterationsPerSecond,
 			r.SimulatedNodeIterationsPerSecond, r.MessagesPerNodePerIteration, r.BytesPerNodePerIteration/1024,
@@ -84,7 +86,7 @@ func TestSimScale(t *testing.T) {
 	}
 	if run("geo") {
 		for _, net := range []string{"geo3", "geo3,loss=0.01"} {
-			wan, err := ParseLinkProfile(net)
+			wan, err := testnet.ParseLinkProfile(net)
 			if err != nil {
 				t.Fatal(err)
 			}

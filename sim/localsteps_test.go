@@ -1,18 +1,18 @@
-package testnet
+package sim
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
+	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
-func geo3SimConfig(t *testing.T) SimConfig {
+func geo3SimConfig(t *testing.T) Config {
 	t.Helper()
 	cfg := simConfig(t, 6, 32, 3)
 	cfg.Codec, cfg.ErrorFeedback, cfg.Staleness, cfg.Topology = "sketchml", true, 1, "full"
-	wan, err := ParseLinkProfile("geo3")
+	wan, err := testnet.ParseLinkProfile("geo3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,11 +28,11 @@ func geo3SimConfig(t *testing.T) SimConfig {
 func TestSimLocalSteps(t *testing.T) {
 	base := simulate(t, geo3SimConfig(t))
 	cfg := geo3SimConfig(t)
-	cfg.Exchange = Exchange{LocalSteps: 1, Outer: node.OuterSGD, OuterRate: 1}
+	cfg.Exchange = testnet.Exchange{LocalSteps: 1, Outer: node.OuterSGD, OuterRate: 1}
 	if r := simulate(t, cfg); r.TraceHash != base.TraceHash || r.FinalTestLoss != base.FinalTestLoss {
 		t.Fatalf("explicit one step: trace %s loss %v, defaults %s %v", r.TraceHash, r.FinalTestLoss, base.TraceHash, base.FinalTestLoss)
 	}
-	cfg.Exchange = Exchange{LocalSteps: 4}
+	cfg.Exchange = testnet.Exchange{LocalSteps: 4}
 	r := simulate(t, cfg)
 	if r.NodeIterations != base.NodeIterations || r.NodeIterations != 6*32 {
 		t.Fatalf("node iterations %d with 4 local steps, %d with 1, want %d", r.NodeIterations, base.NodeIterations, 6*32)
@@ -47,35 +47,12 @@ func TestSimLocalSteps(t *testing.T) {
 }
 
 func TestSimRefusesBadExchange(t *testing.T) {
-	for _, e := range []Exchange{{LocalSteps: -1}, {OuterRate: -1}, {Outer: "adam"}} {
+	for _, e := range []testnet.Exchange{{LocalSteps: -1}, {OuterRate: -1}, {Outer: "adam"}} {
 		cfg := geo3SimConfig(t)
 		cfg.Exchange = e
-		if _, err := Simulate(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "local-step") {
+		if _, err := Run(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "local-step") {
 			t.Errorf("%+v: %v", e, err)
 		}
-	}
-}
-
-// Real libp2p nodes with 4 local steps: 18 steps are 5 exchanges (the last
-// of 2 steps), each member applies every member's 5 updates, views end
-// identical, and the curve counts optimizer steps.
-func TestTestnetLocalSteps(t *testing.T) {
-	train, test := builtin(t, "rcv1")
-	rep := run(t, Config{
-		Nodes: 3, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 18, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
-		Topology: "full", Exchange: Exchange{LocalSteps: 4, Outer: node.OuterNesterov, OuterRate: 0.5},
-	})
-	if !rep.ViewsIdentical || len(rep.Rejected) != 0 || rep.LocalSteps != 4 {
-		t.Fatalf("views identical %v, rejected %v, local steps %d", rep.ViewsIdentical, rep.Rejected, rep.LocalSteps)
-	}
-	for i, n := range rep.PerNode {
-		if n.Clock != 5 || n.UpdatesApplied != 3*5 || n.UpdatesRelayed != 0 {
-			t.Fatalf("node %d: clock %d, applied %d, relayed %d; want 5, 15 and 0", i, n.Clock, n.UpdatesApplied, n.UpdatesRelayed)
-		}
-	}
-	if last := rep.Curve[len(rep.Curve)-1]; last.Iteration != 18 {
-		t.Fatalf("the curve ends at iteration %d, want 18", last.Iteration)
 	}
 }
 
@@ -84,7 +61,7 @@ func TestTestnetLocalSteps(t *testing.T) {
 func TestSimBudget(t *testing.T) {
 	base := simulate(t, geo3SimConfig(t))
 	cfg := geo3SimConfig(t)
-	cfg.Exchange = Exchange{BudgetBytes: 300, Priority: node.PriorityRelative}
+	cfg.Exchange = testnet.Exchange{BudgetBytes: 300, Priority: node.PriorityRelative}
 	r := simulate(t, cfg)
 	if r.NodeIterations != 6*32 || r.ViewDigestsCompared == 0 || r.Invariants.ViewDivergence != 0 || r.Invariants.AppliedTwice != 0 {
 		t.Fatalf("node iterations %d, digests compared %d, invariants %+v", r.NodeIterations, r.ViewDigestsCompared, r.Invariants)

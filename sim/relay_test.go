@@ -1,4 +1,4 @@
-package testnet
+package sim
 
 import (
 	"math"
@@ -20,7 +20,7 @@ func TestSimRelaysBatch(t *testing.T) {
 	const p = 64
 	bound := 2 * float64(bits.Len(uint(p-1)))
 	run := func(window time.Duration) float64 {
-		cfg := SimConfig{
+		cfg := Config{
 			Nodes: p, Train: d[0].Hashed(12), Test: d[1].Hashed(12), Model: "lr", Optimizer: "adam",
 			LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 20, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
 			Staleness: 2, FlushDelay: window,

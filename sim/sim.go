@@ -1,8 +1,8 @@
-package testnet
+package sim
 
-// The simulator runs the node core (package node, the same code a real mesh
-// runs) at hundreds or thousands of nodes in one goroutine, over modelled
-// links instead of libp2p, on a virtual clock. See Simulate.
+// The run loop: building the nodes, then popping events off the queue in
+// virtual-time order and handing each to its node core, until every live
+// member is done. See Run.
 
 import (
 	"context"
@@ -21,12 +21,13 @@ import (
 	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/node"
+	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
-// SimConfig describes one simulated run. Zero durations pick the defaults
+// Config describes one simulated run. Zero durations pick the defaults
 // given with each field.
-type SimConfig struct {
-	// Nodes is the number of node cores at the start, 1 to MaxSimNodes
+type Config struct {
+	// Nodes is the number of node cores at the start, 1 to MaxNodes
 	// (with the members the scenario adds by join).
 	Nodes int
 	// Train is shuffled by Seed and dealt round robin, one shard per node,
@@ -48,15 +49,15 @@ type SimConfig struct {
 	Staleness     int
 	// Exchange sets local steps and the outer step; scenario steps and
 	// progress count exchanges (the nodes' clocks).
-	Exchange Exchange
+	Exchange testnet.Exchange
 	// Topology is "halton" (the default) or "full".
 	Topology string
 	// Sites is "auto" (the default: each node announces the site label its
 	// round trips give, and the cores build the site-aware overlay over
-	// the labels they hear, see sim_sites.go) or "off" (the flat overlay).
+	// the labels they hear, see sites.go) or "off" (the flat overlay).
 	Sites string
 	// WAN is the network; the zero value is ParseLinkProfile("lan").
-	WAN LinkProfile
+	WAN testnet.LinkProfile
 	// ComputeTime is the virtual time one iteration takes (default 10 ms).
 	// Each iteration draws its own time uniformly within ±10 % of it, so
 	// nodes do not move in artificial lockstep; a "slow" step multiplies it.
@@ -100,15 +101,15 @@ type SimConfig struct {
 	Faults *Scenario
 	// Progress, when set, receives a report every EvalEvery iterations
 	// (0: about ten per run) and one per scenario step.
-	Progress  func(SimProgress)
+	Progress  func(Progress)
 	EvalEvery int
 }
 
-// MaxSimNodes bounds SimConfig.Nodes: link state is a dense P×P table.
-const MaxSimNodes = 4096
+// MaxNodes bounds Config.Nodes: link state is a dense P×P table.
+const MaxNodes = 4096
 
-// SimProgress is one progress report of a simulated run.
-type SimProgress struct {
+// Progress is one progress report of a simulated run.
+type Progress struct {
 	// Iteration is the slowest live node's clock.
 	Iteration        uint64
 	SimulatedSeconds float64
@@ -122,7 +123,7 @@ type SimProgress struct {
 	Step string
 }
 
-// Simulate runs cfg as a discrete-event simulation and reports on it.
+// Run runs cfg as a discrete-event simulation and reports on it.
 //
 // # Event model
 //
@@ -190,7 +191,7 @@ type SimProgress struct {
 // failure detector (time, node, member, suspected/dead/back) and every join
 // (time, joiner, donor, snapshot clock). A failing seed replays
 // exactly.
-func Simulate(ctx context.Context, cfg SimConfig) (*SimReport, error) {
+func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wallStart := time.Now()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -218,37 +219,37 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
-func (c *SimConfig) validate() error {
+func (c *Config) validate() error {
 	switch {
-	case c.Nodes < 1 || c.Nodes > MaxSimNodes:
-		return fmt.Errorf("nodes must be between 1 and %d, got %d", MaxSimNodes, c.Nodes)
+	case c.Nodes < 1 || c.Nodes > MaxNodes:
+		return fmt.Errorf("nodes must be between 1 and %d, got %d", MaxNodes, c.Nodes)
 	case c.ComputeTime < 0 || c.SyncTimeout < 0 || c.SyncInterval < 0 || c.DetectionDelay < 0 || c.FlushDelay < 0 || c.Tick < 0:
 		return errors.New("compute time, sync timeout, sync interval, detection delay, flush delay and tick must be >= 0")
 	}
-	if err := validateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+	if err := testnet.ValidateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
 		return err
 	}
-	if err := checkSitesMode(&c.Sites); err != nil {
+	if err := testnet.CheckSitesMode(&c.Sites); err != nil {
 		return err
 	}
-	if err := c.Exchange.validate(); err != nil {
+	if err := c.Exchange.Validate(); err != nil {
 		return err
 	}
 	if c.WAN.Sites == 0 {
-		lan, err := ParseLinkProfile("lan")
+		lan, err := testnet.ParseLinkProfile("lan")
 		if err != nil {
 			return err
 		}
 		lan.Loss, lan.Duplicate, lan.Reorder, lan.Jitter = c.WAN.Loss, c.WAN.Duplicate, c.WAN.Reorder, c.WAN.Jitter
 		c.WAN = lan
 	}
-	if err := c.WAN.validate(); err != nil {
+	if err := c.WAN.Validate(); err != nil {
 		return err
 	}
 	if c.ComputeTime == 0 {
 		c.ComputeTime = 10 * time.Millisecond
 	}
-	worst := c.WAN.maxLatency() + c.WAN.Jitter
+	worst := c.WAN.MaxLatency() + c.WAN.Jitter
 	if c.SyncTimeout == 0 {
 		c.SyncTimeout = c.ComputeTime + 2*worst + c.FlushDelay
 	}
@@ -283,86 +284,6 @@ const (
 	evTick
 	evCheck
 	evGone // a leaver stops: its notice was acknowledged, or it gave up
-)
-
-type simEvent struct {
-	at   int64 // virtual nanoseconds
-	seq  uint64
-	data []byte
-	kind uint8
-	node int32
-	from int32
-	tag  uint32 // the node's incarnation or stall epoch the event belongs to; an admission's donor; a leaver's last clock
-}
-
-// simQueue is a binary min-heap of events by (at, seq).
-type simQueue []simEvent
-
-func (q simQueue) less(i, j int) bool {
-	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
-}
-
-func (q *simQueue) push(e simEvent) {
-	*q = append(*q, e)
-	h := *q
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-}
-
-func (q *simQueue) pop() simEvent {
-	h := *q
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h[last] = simEvent{}
-	h = h[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h) && h.less(l, m) {
-			m = l
-		}
-		if r < len(h) && h.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-	*q = h
-	return top
-}
-
-// simTrace is FNV-64a over the run's events, fed eight bytes per word.
-type simTrace uint64
-
-func (t *simTrace) words(ws ...uint64) {
-	h := uint64(*t)
-	for _, w := range ws {
-		for range 8 {
-			h ^= w & 0xff
-			h *= 1099511628211
-			w >>= 8
-		}
-	}
-	*t = simTrace(h)
-}
-
-// Trace record kinds.
-const (
-	trDeliver = iota + 1
-	trDrop
-	trTrain
-	trStep
-	trDetect
-	trJoin
 )
 
 type simNode struct {
@@ -400,7 +321,7 @@ type simNode struct {
 }
 
 type sim struct {
-	cfg SimConfig
+	cfg Config
 	// p is the number of nodes the run will have started by its end (the
 	// initial ones and the joiners); ids holds all their member ids.
 	p     int
@@ -417,7 +338,7 @@ type sim struct {
 	busy     []int64 // per directed link, when it is free again
 	lat      [][]int64
 	bw       [][]float64
-	net      LinkProfile // with the scenario's loss, dup and reorder
+	net      testnet.LinkProfile // with the scenario's loss, dup and reorder
 	jitter   float64
 	tick     int64
 	timeout  int64
@@ -437,7 +358,7 @@ type sim struct {
 	shuffled *dataset.Dataset
 	// routers holds the overlays of the live sets nodes have, keyed by
 	// the set and its site labels.
-	routers map[string]Router
+	routers map[string]testnet.Router
 	joined  int
 	// rejoins counts the new incarnations of nodes that fell behind the
 	// frame history.
@@ -473,19 +394,8 @@ type sim struct {
 	sites  int
 }
 
-// simStep is a scenario step resolved against the run's nodes.
-type simStep struct {
-	Step
-	name   string
-	nodes  []int
-	groups []int // node → group, for partition
-	// churn marks a departure a churn step drew: skipped when it would
-	// leave fewer than two members up.
-	churn bool
-}
-
-func newSim(cfg SimConfig) (*sim, error) {
-	mdl, err := NewModel(cfg.Model, cfg.L2, cfg.Train)
+func newSim(cfg Config) (*sim, error) {
+	mdl, err := model.NewModel(cfg.Model, cfg.L2, cfg.Train)
 	if err != nil {
 		return nil, err
 	}
@@ -511,7 +421,7 @@ func newSim(cfg SimConfig) (*sim, error) {
 		evalEvery: uint64(max(1, cfg.Iterations/10)),
 		mdl:       mdl,
 		cdc:       cdc,
-		routers:   map[string]Router{},
+		routers:   map[string]testnet.Router{},
 	}
 	if cfg.EvalEvery > 0 {
 		s.evalEvery = uint64(cfg.EvalEvery)
@@ -547,7 +457,7 @@ func newSim(cfg SimConfig) (*sim, error) {
 	}
 	s.measureSites()
 	router := s.overlay(s.ids[:cfg.Nodes], s.labels)
-	s.hops, s.sites = router.MeanHops(), siteCount(router)
+	s.hops, s.sites = router.MeanHops(), testnet.SiteCount(router)
 	for _, n := range s.nodes {
 		if n.core, err = s.newCore(n.idx, nil, nil); err != nil {
 			return nil, err
@@ -576,7 +486,6 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 	if err != nil {
 		return nil, err
 	}
-	tc := Config{Batch: cfg.Batch}
 	nc := node.Config{
 		ID:            id,
 		Model:         s.mdl,
@@ -585,7 +494,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		ErrorFeedback: cfg.ErrorFeedback,
 		Staleness:     cfg.Staleness,
 		Iterations:    s.iters,
-		BatchSize:     tc.batchRows(len(shard.Rows)),
+		BatchSize:     node.BatchRows(cfg.Batch, len(shard.Rows)),
 		Seed:          cfg.Seed,
 		Shard:         shard.Rows,
 		Overlay:       s.lazyOverlay,
@@ -597,7 +506,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		nc.Members = s.ids[:cfg.Nodes]
 	}
 	nc.Sync = cfg.Sync
-	cfg.Exchange.apply(&nc)
+	cfg.Exchange.Apply(&nc)
 	core, err := node.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", i, err)
@@ -610,7 +519,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 
 // overlay returns the overlay over a live set and the site labels its
 // members announced; nodes with the same set and labels share one.
-func (s *sim) overlay(live []string, site map[string]string) Router {
+func (s *sim) overlay(live []string, site map[string]string) testnet.Router {
 	if !siteAware(live, site) {
 		// halton.BuildSites builds the flat overlay over the live set
 		// whatever the labels: one key for all of them.
@@ -629,7 +538,7 @@ func (s *sim) overlay(live []string, site map[string]string) Router {
 	if len(s.routers) >= 64 {
 		clear(s.routers)
 	}
-	r := newSiteRouter(s.cfg.Topology, live, site)
+	r := testnet.NewSiteRouter(s.cfg.Topology, live, site)
 	s.routers[key.String()] = r
 	return r
 }
@@ -657,7 +566,7 @@ type lazyRouter struct {
 	s    *sim
 	live []string
 	site map[string]string
-	r    Router
+	r    testnet.Router
 }
 
 func (s *sim) lazyOverlay(live []string, site map[string]string) node.Router {
@@ -671,161 +580,6 @@ func (l *lazyRouter) Forward(origin, at string) []string {
 		l.live, l.site = nil, nil
 	}
 	return l.r.Forward(origin, at)
-}
-
-// resolveSteps checks the scenario against the run, orders its steps by
-// trigger (file order within a trigger), expands churn into the joins,
-// leaves and kills it draws, and sets p, the number of nodes the run will
-// have started by its end. A step's node sets are resolved against the
-// nodes started by the time it fires.
-func (s *sim) resolveSteps() error {
-	s.p = s.cfg.Nodes
-	sc := s.cfg.Faults
-	if sc == nil {
-		return nil
-	}
-	items := make([]plannedStep, len(sc.Steps))
-	for i, st := range sc.Steps {
-		items[i] = plannedStep{Step: st}
-	}
-	sortPlanned(items)
-	for i := 0; i < len(items); i++ {
-		it := items[i]
-		st := it.Step
-		rs := simStep{Step: st, name: sc.Name}
-		where := fmt.Sprintf("%s:%d", sc.Name, st.Line)
-		if st.At > s.cfg.Iterations {
-			return fmt.Errorf("%s: iteration %d is beyond the run's %d iterations", where, st.At, s.cfg.Iterations)
-		}
-		if st.At == AtEnd && st.op != "assert" {
-			return fmt.Errorf("%s: only assert may run at end", where)
-		}
-		var err error
-		if st.nodes != nil {
-			if rs.nodes, err = st.nodes.resolve(s.p); err != nil {
-				return fmt.Errorf("%s: %w", where, err)
-			}
-		}
-		if st.groups != nil {
-			rs.groups = make([]int, s.p)
-			for i := range rs.groups {
-				rs.groups[i] = len(st.groups) // in no group
-			}
-			for g, set := range st.groups {
-				members, err := set.resolve(s.p)
-				if err != nil {
-					return fmt.Errorf("%s: %w", where, err)
-				}
-				for _, i := range members {
-					if rs.groups[i] != len(st.groups) {
-						return fmt.Errorf("%s: node %d is in two groups", where, i)
-					}
-					rs.groups[i] = g
-				}
-			}
-		}
-		switch {
-		case st.op == "churn":
-			if st.churn.until > s.cfg.Iterations {
-				return fmt.Errorf("%s: until %d is beyond the run's %d iterations", where, st.churn.until, s.cfg.Iterations)
-			}
-			items = append(items[:i+1], append(s.expandChurn(st, s.p), items[i+1:]...)...)
-			sortPlanned(items[i+1:])
-		case it.slot != nil && st.op == "join":
-			*it.slot = s.p
-		case it.slot != nil:
-			rs.nodes, rs.churn = []int{*it.slot}, true
-			rs.Text = fmt.Sprintf("%s %d (churn)", st.op, *it.slot)
-		}
-		if st.op == "join" {
-			if s.p+st.count > MaxSimNodes {
-				return fmt.Errorf("%s: %d more nodes make %d, above the limit of %d", where, st.count, s.p+st.count, MaxSimNodes)
-			}
-			s.p += st.count
-		}
-		s.steps = append(s.steps, rs)
-	}
-	return nil
-}
-
-// plannedStep is a scenario step before it is resolved; slot links the
-// join and the departure a churn step drew for one arrival: the join sets
-// the node number the departure names.
-type plannedStep struct {
-	Step
-	slot *int
-}
-
-// sortPlanned orders steps by trigger, at end last, keeping the order of
-// steps with the same trigger.
-func sortPlanned(items []plannedStep) {
-	key := func(at int) int {
-		if at == AtEnd {
-			return math.MaxInt
-		}
-		return at
-	}
-	slices.SortStableFunc(items, func(a, b plannedStep) int { return key(a.At) - key(b.At) })
-}
-
-// expandChurn draws what churn step st does to the run, of which started
-// nodes are up by its trigger: a departure for every member whose session
-// ends by the step's last iteration, and arrivals at a Poisson rate per
-// iteration, each with its own session. The draws come from a source of
-// their own, so the run's other draws are those of the same run without
-// churn.
-func (s *sim) expandChurn(st Step, started int) []plannedStep {
-	c := st.churn
-	until := c.until
-	if until == 0 {
-		until = s.cfg.Iterations
-	}
-	rng := rand.New(rand.NewPCG(s.cfg.Seed, 0xc4_0000_0000+uint64(st.Line)))
-	session := func() int {
-		// Inverse transform: L·(−ln U)^(1/K), U in (0, 1].
-		return max(1, int(math.Ceil(c.scale*math.Pow(-math.Log(1-rng.Float64()), 1/c.shape))))
-	}
-	derived := func(at int, op string, slot *int) plannedStep {
-		return plannedStep{Step: Step{Line: st.Line, At: at, Text: op + " (churn)", op: op, count: 1}, slot: slot}
-	}
-	var out []plannedStep
-	depart := func(from int, slot *int) {
-		op := "leave"
-		if rng.Float64() < c.kills {
-			op = "kill"
-		}
-		if at := from + session(); at <= until {
-			out = append(out, derived(at, op, slot))
-		}
-	}
-	for i := range started {
-		depart(st.At, &i)
-	}
-	rate := float64(s.cfg.Nodes) / (c.scale * math.Gamma(1+1/c.shape))
-	for t := st.At + 1; t <= until; t++ {
-		for range poisson(rng, rate) {
-			slot := new(int)
-			out = append(out, derived(t, "join", slot))
-			depart(t, slot)
-		}
-	}
-	return out
-}
-
-// poisson draws a Poisson count of mean lambda, in parts of at most 30
-// (Knuth's method, whose e^−λ underflows for large λ).
-func poisson(rng *rand.Rand, lambda float64) int {
-	k := 0
-	for lambda > 0 {
-		part := min(lambda, 30)
-		lambda -= part
-		limit, prod := math.Exp(-part), rng.Float64()
-		for prod > limit {
-			k++
-			prod *= rng.Float64()
-		}
-	}
-	return k
 }
 
 func (s *sim) schedule(at int64, kind uint8, n, from int32, tag uint32, data []byte) {
@@ -916,45 +670,6 @@ func (s *sim) run(ctx context.Context) error {
 		s.nextStep++
 	}
 	return nil
-}
-
-// deliver hands an arriving message to its node, unless the node is dead or
-// cut off from the sender.
-func (s *sim) deliver(ev simEvent) {
-	to := s.nodes[ev.node]
-	switch {
-	case !to.alive:
-		s.drop(ev.from, ev.node, len(ev.data), "dead")
-		return
-	case s.nodes[ev.from].group != to.group:
-		s.drop(ev.from, ev.node, len(ev.data), "partition")
-		return
-	}
-	s.trace.words(trDeliver, uint64(s.now), uint64(ev.from), uint64(ev.node), uint64(len(ev.data)))
-	to.core.Receive(s.nodes[ev.from].id, ev.data)
-	switch {
-	case s.flushDly == 0:
-		s.flush(to)
-	case !to.flushArmed:
-		to.flushArmed = true
-		to.window++
-		s.schedule(s.now+s.flushDly, evFlush, ev.node, int32(to.window), to.inc, nil)
-	}
-	s.advance(to)
-}
-
-func (s *sim) drop(from, to int32, size int, reason string) {
-	s.dropped[reason]++
-	var code uint64
-	switch reason {
-	case "loss":
-		code = 1
-	case "partition":
-		code = 2
-	case "dead":
-		code = 3
-	}
-	s.trace.words(trDrop, uint64(s.now), uint64(from), uint64(to), uint64(size), code)
 }
 
 // trainDone runs the iteration a node started ComputeTime ago.
@@ -1126,57 +841,6 @@ func (s *sim) sendAll(n *simNode, msgs []node.Message, sync bool) {
 	}
 }
 
-// send puts one message on the link from → to.
-func (s *sim) send(from, to int32, data []byte, sync bool) {
-	size := len(data)
-	switch {
-	case node.IsAnnouncement(data):
-		s.memberMsgs++
-		s.memberBytes += uint64(size)
-	default:
-		s.msgs++
-		s.bytes += uint64(size)
-	}
-	if sync {
-		s.syncMsgs++
-		s.syncBytes += uint64(size)
-	}
-	a, b := s.nodes[from], s.nodes[to]
-	if a.group != b.group {
-		s.drop(from, to, size, "partition")
-		return
-	}
-	link := int(from)*s.p + int(to)
-	start := max(s.now, s.busy[link])
-	done := start + int64(float64(size)/s.bw[a.site][b.site]*1e9)
-	s.busy[link] = done
-	if s.net.Loss > 0 && s.rng.Float64() < s.net.Loss {
-		s.drop(from, to, size, "loss")
-		return
-	}
-	lat := s.lat[a.site][b.site]
-	arrive := done + lat + s.jitterDelay()
-	if s.net.Reorder > 0 && s.rng.Float64() < s.net.Reorder {
-		arrive += max(lat, 1)
-	}
-	s.schedule(arrive, evDeliver, to, from, 0, data)
-	if s.net.Duplicate > 0 && s.rng.Float64() < s.net.Duplicate {
-		s.dups++
-		extra := s.jitterDelay()
-		if extra == 0 {
-			extra = lat/10 + 1
-		}
-		s.schedule(arrive+extra, evDeliver, to, from, 0, data)
-	}
-}
-
-func (s *sim) jitterDelay() int64 {
-	if s.jitter == 0 {
-		return 0
-	}
-	return int64(s.rng.ExpFloat64() * s.jitter)
-}
-
 // join starts member i from the snapshot of a live member started before
 // the step (first is the first node the step starts), one of via when the
 // step names donors: the donor's core
@@ -1291,24 +955,6 @@ func (s *sim) stopNode(n *simNode) {
 	n.inc++
 }
 
-// check runs every sync interval: it ends the run once every live node is
-// done and anti-entropy has left no gap (or has had 50 intervals to close
-// them), and ends a run in which nobody has trained for 200 sync timeouts.
-func (s *sim) check() {
-	switch {
-	case s.allDoneAt >= 0:
-		if s.undelivered() == 0 && s.settled() || s.now-s.allDoneAt >= 50*s.interval {
-			s.stop = true
-			return
-		}
-	case s.now-s.lastTrain > 200*s.timeout:
-		s.stalled = true
-		s.stop = true
-		return
-	}
-	s.schedule(s.now+s.interval, evCheck, 0, 0, 0, nil)
-}
-
 // finishedShort counts, over the nodes up at the end, the leavers whose
 // updates up to their last clock a node lacks without its core having
 // declared the leaver dead: those updates are part of the run's result.
@@ -1370,142 +1016,8 @@ func (s *sim) live() int {
 	return k
 }
 
-// fireSteps runs the steps whose trigger the slowest live node has reached.
-func (s *sim) fireSteps() error {
-	for s.nextStep < len(s.steps) {
-		st := s.steps[s.nextStep]
-		if st.At == AtEnd || uint64(st.At) > s.minLiveClock() {
-			return nil
-		}
-		s.nextStep++
-		if err := s.fire(st); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *sim) fire(st simStep) error {
-	s.trace.words(trStep, uint64(s.now), uint64(st.Line))
-	switch st.op {
-	case "kill", "leave":
-		for _, i := range st.nodes {
-			n := s.nodes[i]
-			if !n.alive || n.leaving || st.churn && s.live() <= 2 {
-				continue
-			}
-			if st.op == "leave" {
-				s.leave(n)
-			} else {
-				s.stopNode(n)
-			}
-		}
-		if s.live() == 0 {
-			return fmt.Errorf("%s:%d: %q leaves no live node", st.name, st.Line, st.Text)
-		}
-		s.noteDone()
-	case "restart":
-		for _, i := range st.nodes {
-			n := s.nodes[i]
-			if n.left {
-				return fmt.Errorf("%s:%d: %q: node %d left the mesh; a member that left does not come back (join adds a new one)", st.name, st.Line, st.Text, i)
-			}
-			if n.alive {
-				continue
-			}
-			n.alive = true
-			n.inc++
-			s.schedule(s.now+s.interval, evAntiEntropy, int32(i), 0, n.inc, nil)
-			s.schedule(s.now+s.tick, evTick, int32(i), 0, n.inc, nil)
-		}
-		for _, i := range st.nodes {
-			s.advance(s.nodes[i])
-		}
-		s.noteDone()
-	case "join":
-		first := len(s.nodes)
-		for i := first; i < first+st.count; i++ {
-			if err := s.join(i, first, st.nodes); err != nil {
-				return err
-			}
-		}
-	case "partition":
-		for i, g := range st.groups {
-			s.nodes[i].group = g
-		}
-	case "heal":
-		for _, n := range s.nodes {
-			n.group = 0
-		}
-	case "slow":
-		for _, i := range st.nodes {
-			s.nodes[i].slow = st.value
-		}
-	case "loss":
-		s.net.Loss = st.value
-	case "dup":
-		s.net.Duplicate = st.value
-	case "reorder":
-		s.net.Reorder = st.value
-	case "assert":
-		s.assert(st)
-	}
-	if s.cfg.Progress != nil {
-		s.progress(fmt.Sprintf("at %s: %s", atText(st.At), st.Text))
-	}
-	return nil
-}
-
-func atText(at int) string {
-	if at == AtEnd {
-		return "end"
-	}
-	return strconv.Itoa(at)
-}
-
-func (s *sim) assert(st simStep) {
-	var v float64
-	switch st.metric {
-	case "staleness":
-		v = float64(s.staleMax)
-	case "loss", "accuracy":
-		loss, acc := s.meanMetrics()
-		v = loss
-		if st.metric == "accuracy" {
-			v = acc
-		}
-	case "live":
-		v = float64(s.live())
-	case "undelivered":
-		v = float64(s.undelivered())
-	case "applied_twice":
-		v = float64(s.appliedTwice())
-	}
-	var ok bool
-	switch st.cmp {
-	case "<=":
-		ok = v <= st.value
-	case "<":
-		ok = v < st.value
-	case ">=":
-		ok = v >= st.value
-	case ">":
-		ok = v > st.value
-	case "==":
-		ok = v == st.value
-	}
-	s.assertions = append(s.assertions, AssertionResult{
-		Line:             st.Line,
-		Step:             fmt.Sprintf("at %s: %s", atText(st.At), st.Text),
-		Iteration:        s.minLiveClock(),
-		SimulatedSeconds: float64(s.now) / 1e9,
-		Value:            finite(v),
-		Passed:           ok,
-	})
-}
-
 func (s *sim) progress(step string) {
-	p := SimProgress{
+	p := Progress{
 		Iteration:        s.minLiveClock(),
 		SimulatedSeconds: float64(s.now) / 1e9,
 		Live:             s.live(),
@@ -1537,65 +1049,6 @@ func (s *sim) meanMetrics() (loss, acc float64) {
 		}
 	}
 	return loss / float64(k), acc / float64(k)
-}
-
-// incarnationSpan names an incarnation's updates: those above entry up to
-// clock.
-type incarnationSpan struct {
-	id           string
-	entry, clock uint64
-}
-
-// undelivered counts the updates some live node holds and another lacks,
-// of every incarnation, those a rejoin replaced included. An origin's
-// updates are those above the clock it started at up to its clock; below
-// the smallest entry any live node has for an origin, every live node
-// holds them all.
-func (s *sim) undelivered() uint64 {
-	var live []*simNode
-	for _, n := range s.nodes {
-		if n.member() {
-			live = append(live, n)
-		}
-	}
-	origins := slices.Clone(s.retired)
-	for _, n := range s.nodes {
-		origins = append(origins, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
-	}
-	var count uint64
-	for _, origin := range origins {
-		held := uint64(math.MaxUint64)
-		for _, n := range live {
-			held = min(held, n.core.VectorClock().Get(origin.id))
-		}
-		lo := max(origin.entry, held)
-		for c := lo + 1; c <= origin.clock; c++ {
-			holders := 0
-			for _, n := range live {
-				if n.core.VectorClock().Has(origin.id, c) {
-					holders++
-				}
-			}
-			if holders > 0 && holders < len(live) {
-				count++
-			}
-		}
-	}
-	return count
-}
-
-// appliedTwice is, over all nodes, how many more updates a core has applied
-// (on top of those its starting snapshot held) than the distinct updates it
-// holds: nonzero only if one went in twice.
-func (s *sim) appliedTwice() uint64 {
-	var extra uint64
-	for _, n := range s.nodes {
-		base, applied, held := n.core.Ledger()
-		if base+applied > held {
-			extra += base + applied - held
-		}
-	}
-	return extra
 }
 
 func finite(v float64) float64 {

@@ -1,4 +1,4 @@
-package testnet
+package sim
 
 import (
 	"fmt"
@@ -6,16 +6,16 @@ import (
 	"time"
 )
 
-// SimReport is the outcome of a simulated run. Field names are part of the
+// Report is the outcome of a simulated run. Field names are part of the
 // JSON interface and stay stable; new fields may be added.
-type SimReport struct {
+type Report struct {
 	Nodes      int    `json:"nodes"`
 	Iterations int    `json:"iterations"`
 	Seed       uint64 `json:"seed"`
 	Topology   string `json:"topology"`
 	// Sites is how many sites the initial nodes' overlay groups them into
 	// once their site labels are heard: 1 for the flat overlay and the
-	// full mesh (SimConfig.Sites).
+	// full mesh (Config.Sites).
 	Sites int `json:"sites"`
 	// MeanHops is the mean number of hops from an origin to a receiver.
 	MeanHops  float64 `json:"mean_hops"`
@@ -26,11 +26,11 @@ type SimReport struct {
 	Codec     string  `json:"codec"`
 	Dataset   string  `json:"dataset"`
 	Scenario  string  `json:"scenario,omitempty"`
-	// TraceHash identifies the run's event history (see Simulate): equal
+	// TraceHash identifies the run's event history (see Run): equal
 	// for equal configurations and seeds.
 	TraceHash string `json:"trace_hash"`
 	Events    uint64 `json:"events"`
-	// WallSeconds is the real time Simulate took, building the nodes and
+	// WallSeconds is the real time Run took, building the nodes and
 	// the final evaluation included; SimulatedSeconds is the virtual time
 	// at which every live node was done (or the run stopped).
 	WallSeconds      float64 `json:"wall_seconds"`
@@ -100,12 +100,12 @@ type SimReport struct {
 	// Invariants.ViewDivergence).
 	ViewDigestsCompared uint64            `json:"view_digests_compared"`
 	Divergences         []Divergence      `json:"divergences,omitempty"`
-	Invariants          SimInvariants     `json:"invariants"`
+	Invariants          Invariants        `json:"invariants"`
 	Assertions          []AssertionResult `json:"assertions,omitempty"`
 }
 
-// SimInvariants are the properties every run must have, checked at the end.
-type SimInvariants struct {
+// Invariants are the properties every run must have, checked at the end.
+type Invariants struct {
 	// AppliedTwice is how many more updates the cores applied (on top of
 	// those a joiner's snapshot held, node.Node.Ledger) than the distinct
 	// updates they hold: must be 0.
@@ -153,7 +153,7 @@ type Divergence struct {
 	Row              uint64  `json:"row"`
 }
 
-// MaxDivergencesListed bounds SimReport.Divergences.
+// MaxDivergencesListed bounds Report.Divergences.
 const MaxDivergencesListed = 20
 
 // AssertionResult is the outcome of a scenario's assert step.
@@ -167,13 +167,13 @@ type AssertionResult struct {
 	Passed           bool    `json:"passed"`
 }
 
-func (s *sim) report(wall time.Duration) *SimReport {
+func (s *sim) report(wall time.Duration) *Report {
 	cfg := s.cfg
 	end := s.now
 	if s.allDoneAt >= 0 {
 		end = s.allDoneAt
 	}
-	r := &SimReport{
+	r := &Report{
 		Nodes:                cfg.Nodes,
 		Iterations:           cfg.Iterations,
 		Seed:                 cfg.Seed,
@@ -254,7 +254,7 @@ func (s *sim) report(wall time.Duration) *SimReport {
 	r.FinalTestAUC = optional(aucSum / live)
 	r.BlockedSecondsPerNode = blocked / live / 1e9
 	r.RetainedFramesPerNode = float64(retained) / float64(len(s.nodes))
-	r.Invariants = SimInvariants{
+	r.Invariants = Invariants{
 		AppliedTwice:                s.appliedTwice(),
 		MaxReadStaleness:            s.staleMax,
 		UndeliveredAfterHeal:        s.undelivered(),
@@ -266,4 +266,12 @@ func (s *sim) report(wall time.Duration) *SimReport {
 	inv.OK = inv.AppliedTwice == 0 && inv.MaxReadStaleness <= uint64(cfg.Staleness) && inv.UndeliveredAfterHeal == 0 && !inv.Stalled &&
 		inv.FinishedBeforeLeaverUpdates == 0
 	return r
+}
+
+// optional maps NaN (no such figure) to an absent JSON field.
+func optional(v float64) *float64 {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return &v
 }

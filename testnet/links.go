@@ -136,8 +136,8 @@ func geo3Profile() LinkProfile {
 	return p
 }
 
-// validate checks a profile built by hand rather than parsed.
-func (p *LinkProfile) validate() error {
+// Validate checks a profile built by hand rather than parsed.
+func (p *LinkProfile) Validate() error {
 	if p.Sites < 1 || len(p.Latency) != p.Sites || len(p.Bandwidth) != p.Sites {
 		return fmt.Errorf("link profile %q: %d sites but %d latency and %d bandwidth rows", p.Name, p.Sites, len(p.Latency), len(p.Bandwidth))
 	}
@@ -162,8 +162,8 @@ func (p *LinkProfile) validate() error {
 	return nil
 }
 
-// maxLatency is the largest one-way latency of any link.
-func (p *LinkProfile) maxLatency() time.Duration {
+// MaxLatency is the largest one-way latency of any link.
+func (p *LinkProfile) MaxLatency() time.Duration {
 	var m time.Duration
 	for _, row := range p.Latency {
 		for _, l := range row {

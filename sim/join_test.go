@@ -1,4 +1,4 @@
-package testnet
+package sim
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/node"
+	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 // runSim runs cfg and returns the simulator, for a look at its cores, with
 // its report.
-func runSim(t *testing.T, cfg SimConfig) (*sim, *SimReport) {
+func runSim(t *testing.T, cfg Config) (*sim, *Report) {
 	t.Helper()
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ at end: assert undelivered == 0`
 			cfg.Topology = "full"
 		}
 		if seed%4 >= 2 {
-			if cfg.WAN, err = ParseLinkProfile("geo3"); err != nil {
+			if cfg.WAN, err = testnet.ParseLinkProfile("geo3"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -149,7 +150,7 @@ at end: assert undelivered == 0`
 // entry, from the admission its hellos carry once the partition heals.
 func TestSimJoinAnnouncement(t *testing.T) {
 	cfg := simConfig(t, 6, 30, 4)
-	wan, err := ParseLinkProfile("geo3")
+	wan, err := testnet.ParseLinkProfile("geo3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ at end: assert undelivered == 0`
 		if seed%2 == 0 {
 			cfg.Topology = "full"
 		}
-		if cfg.WAN, err = ParseLinkProfile("geo3,jitter=20ms"); err != nil {
+		if cfg.WAN, err = testnet.ParseLinkProfile("geo3,jitter=20ms"); err != nil {
 			t.Fatal(err)
 		}
 		label := fmt.Sprintf("seed %d (s=%d, %s)", seed, cfg.Staleness, cfg.Topology)
@@ -375,7 +376,7 @@ at end: assert undelivered == 0`
 	}
 	cfg := simConfig(t, 4, 10, 1)
 	cfg.Faults = bad
-	if _, err := Simulate(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "left the mesh") {
+	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "left the mesh") {
 		t.Fatalf("restart of a node that left: %v", err)
 	}
 }

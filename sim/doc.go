@@ -1,0 +1,24 @@
+// Package sim owns the discrete-event simulator: it runs hundreds or
+// thousands of node cores (package node, the code a real mesh runs) in one
+// goroutine, on a virtual clock, over modelled links with loss,
+// duplication, reordering and partitions, driven by a fault script (kills,
+// restarts, partitions, joins, leaves, churn with heavy-tailed sessions),
+// and replayable by seed: the same configuration gives the same trace hash.
+//
+// It stands apart from package testnet, which runs real libp2p hosts over
+// loopback sockets: the simulator opens no socket and its nodes keep
+// virtual time, so a run replays exactly. It takes from
+// testnet only the description a run shares with it: the network
+// (testnet.LinkProfile), the exchange settings (testnet.Exchange) and the
+// overlay (testnet.Router).
+//
+//   - sim.go: the configuration, building the nodes and the run loop.
+//   - queue.go: the event queue and the trace hash.
+//   - links.go: the link model (latency, bandwidth, loss, duplication,
+//     reordering, partitions).
+//   - scenario.go and faults.go: the fault-script language, its parser,
+//     and running a script's steps.
+//   - sites.go: the site labels a node's round trips would give.
+//   - report.go and invariants.go: the report, the invariants checked
+//     while the run goes and at its end, and the script's assertions.
+package sim

@@ -1,0 +1,99 @@
+package sim
+
+// The link model: each message waits for its link, its transmission time
+// at the link's bandwidth and the one-way latency, and may be lost,
+// duplicated or held back as the network and the scenario say.
+
+import (
+	"github.com/sketchmesh/sketchmesh/node"
+)
+
+// deliver hands an arriving message to its node, unless the node is dead or
+// cut off from the sender.
+func (s *sim) deliver(ev simEvent) {
+	to := s.nodes[ev.node]
+	switch {
+	case !to.alive:
+		s.drop(ev.from, ev.node, len(ev.data), "dead")
+		return
+	case s.nodes[ev.from].group != to.group:
+		s.drop(ev.from, ev.node, len(ev.data), "partition")
+		return
+	}
+	s.trace.words(trDeliver, uint64(s.now), uint64(ev.from), uint64(ev.node), uint64(len(ev.data)))
+	to.core.Receive(s.nodes[ev.from].id, ev.data)
+	switch {
+	case s.flushDly == 0:
+		s.flush(to)
+	case !to.flushArmed:
+		to.flushArmed = true
+		to.window++
+		s.schedule(s.now+s.flushDly, evFlush, ev.node, int32(to.window), to.inc, nil)
+	}
+	s.advance(to)
+}
+
+func (s *sim) drop(from, to int32, size int, reason string) {
+	s.dropped[reason]++
+	var code uint64
+	switch reason {
+	case "loss":
+		code = 1
+	case "partition":
+		code = 2
+	case "dead":
+		code = 3
+	}
+	s.trace.words(trDrop, uint64(s.now), uint64(from), uint64(to), uint64(size), code)
+}
+
+// send puts one message on the link from → to.
+func (s *sim) send(from, to int32, data []byte, sync bool) {
+	size := len(data)
+	switch {
+	case node.IsAnnouncement(data):
+		s.memberMsgs++
+		s.memberBytes += uint64(size)
+	default:
+		s.msgs++
+		s.bytes += uint64(size)
+	}
+	if sync {
+		s.syncMsgs++
+		s.syncBytes += uint64(size)
+	}
+	a, b := s.nodes[from], s.nodes[to]
+	if a.group != b.group {
+		s.drop(from, to, size, "partition")
+		return
+	}
+	link := int(from)*s.p + int(to)
+	start := max(s.now, s.busy[link])
+	done := start + int64(float64(size)/s.bw[a.site][b.site]*1e9)
+	s.busy[link] = done
+	if s.net.Loss > 0 && s.rng.Float64() < s.net.Loss {
+		s.drop(from, to, size, "loss")
+		return
+	}
+	lat := s.lat[a.site][b.site]
+	arrive := done + lat + s.jitterDelay()
+	if s.net.Reorder > 0 && s.rng.Float64() < s.net.Reorder {
+		arrive += max(lat, 1)
+	}
+	s.schedule(arrive, evDeliver, to, from, 0, data)
+	if s.net.Duplicate > 0 && s.rng.Float64() < s.net.Duplicate {
+		s.dups++
+		extra := s.jitterDelay()
+		if extra == 0 {
+			extra = lat/10 + 1
+		}
+		s.schedule(arrive+extra, evDeliver, to, from, 0, data)
+	}
+}
+
+func (s *sim) jitterDelay() int64 {
+	if s.jitter == 0 {
+		return 0
+	}
+	return int64(s.rng.ExpFloat64() * s.jitter)
+}
