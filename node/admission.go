@@ -117,7 +117,7 @@ func (n *Node) heldAcrossGap(origin string) bool {
 	if i.settledAt == 0 && n.vc.Get(i.admittedBy) >= i.entry && !n.currentMember(i.admittedBy) {
 		i.settledAt = n.proto.tick + 1
 	}
-	if n.isHeldAcrossGap(origin) {
+	if held, _ := n.acrossGapHold(origin); held {
 		return true
 	}
 	i.acrossGap = false
@@ -129,12 +129,6 @@ func (n *Node) heldAcrossGap(origin string) bool {
 func (n *Node) currentMember(m string) bool {
 	_, left := n.left[m]
 	return !left && n.live[m] && n.MemberOf(nameOf(m)) == m
-}
-
-// isHeldAcrossGap is heldAcrossGap without changing the hold.
-func (n *Node) isHeldAcrossGap(origin string) bool {
-	held, _ := n.acrossGapHold(origin)
-	return held
 }
 
 // acrossGapHold reports whether origin's updates are held, and whether for

@@ -49,16 +49,8 @@ func TestPartitionLongerThanHistoryHealsBySnapshot(t *testing.T) {
 	}
 	// The driver's part: each rejoins as a new incarnation through a.
 	for i, old := range []string{"b/1", "c/1"} {
-		id := nameOf(old) + "/2"
-		snap, adm, err := a.Admit(id, n.joinSig(id, "a/1"))
-		if err != nil {
-			t.Fatal(err)
-		}
 		n.nodes[old] = nil
-		cfg := n.config(id, i+1, nil, &snap)
-		cfg.Admission = &adm
-		n.add(id, cfg)
-		n.flush()
+		n.admitThrough("a/1", nameOf(old)+"/2", i+1)
 	}
 	n.runUntilDone(400)
 	if got := a.Live(); !slices.Equal(got, []string{"a/1", "b/2", "c/2"}) {
@@ -262,19 +254,11 @@ func TestJoinerAdmittedAcrossALongSplitIsHeld(t *testing.T) {
 	for range 40 {
 		n.round()
 	}
-	b := n.nodes["b/1"]
-	snap, adm, err := b.Admit("j/1", n.joinSig("j/1", "b/1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := n.config("j/1", 3, nil, &snap)
-	cfg.Admission = &adm
-	n.add("j/1", cfg)
-	n.flush()
+	j, adm := n.admitThrough("b/1", "j/1", 3)
 	for range 5 { // fewer updates than the history: the joiner keeps all
 		n.round()
 	}
-	a, j := n.nodes["a/1"], n.nodes["j/1"]
+	a := n.nodes["a/1"]
 	if j.Clock() <= adm.Entry+1 {
 		t.Fatalf("the joiner did not train during the split: clock %d, entry %d", j.Clock(), adm.Entry)
 	}
@@ -307,16 +291,8 @@ func TestJoinerAdmittedAcrossALongSplitIsHeld(t *testing.T) {
 		t.Fatalf("rejoined through a: %v; a rejoins through %q", rejoined, a.Rejoining())
 	}
 	for i, old := range []string{"b/1", "c/1", "j/1"} {
-		id := nameOf(old) + "/2"
-		snap, adm, err := a.Admit(id, n.joinSig(id, "a/1"))
-		if err != nil {
-			t.Fatal(err)
-		}
 		n.nodes[old] = nil
-		cfg := n.config(id, i+1, nil, &snap)
-		cfg.Admission = &adm
-		n.add(id, cfg)
-		n.flush()
+		n.admitThrough("a/1", nameOf(old)+"/2", i+1)
 	}
 	n.runUntilDone(400)
 	if got := a.Live(); !slices.Equal(got, []string{"a/1", "b/2", "c/2", "j/2"}) {

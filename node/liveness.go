@@ -124,7 +124,7 @@ type memberInfo struct {
 	acrossGap bool
 	entry     uint64
 	// settledAt is the tick the donor's gap was first seen closed with
-	// the donor no longer a current member (isHeldAcrossGap).
+	// the donor no longer a current member (acrossGapHold).
 	settledAt uint64
 	// blockedSince is the tick since which the member has held the gate
 	// with its entry at withheld; withholding is set once it is suspected

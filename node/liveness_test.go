@@ -141,6 +141,21 @@ func (n *pnet) runUntilDone(limit int) {
 	n.t.Fatalf("STALL: not every node done after %d rounds", limit)
 }
 
+// admitThrough has donor admit id and starts id, training on shard, from
+// the donor's snapshot with its admission.
+func (n *pnet) admitThrough(donor, id string, shard int) (*Node, Admission) {
+	n.t.Helper()
+	snap, adm, err := n.nodes[donor].Admit(id, n.joinSig(id, donor))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cfg := n.config(id, shard, nil, &snap)
+	cfg.Admission = &adm
+	s := n.add(id, cfg)
+	n.flush()
+	return s, adm
+}
+
 // joinSig is joiner's request to be admitted by donor.
 func (n *pnet) joinSig(joiner, donor string) []byte {
 	sig, _ := memberAuth{macAuth: n.auth, self: joiner}.SignMessage(JoinSignedBytes(joiner, nameOf(donor)))
