@@ -181,6 +181,11 @@ type Result struct {
 	FromSnapshot, Applied, Held, AppliedTwice uint64
 	Rejected                                  map[string]uint64
 	Blocked, Wall                             time.Duration
+	// Finished is when the node held its final model: its last iteration
+	// run and every live member's last update in, before the leave
+	// handshake (which waits a round trip for the acknowledgements). Zero
+	// when the run was stopped first.
+	Finished time.Time
 	// Left is true when the run ended on a stop request rather than after
 	// its iterations.
 	Left bool

@@ -11,6 +11,7 @@ import (
 // to every live member, resent until each acknowledges it or LeaveTimeout
 // passes, then the last sends within what remains of it.
 func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Result, error) {
+	finished := time.Now()
 	a.joins.Stop(a, "this member is leaving")
 	a.evaluate()
 	a.checkpoint()
@@ -56,6 +57,9 @@ wait:
 	}
 	res := a.result(start, stopped)
 	res.LeaveAcknowledgedBy, res.MembersLiveAtLeave = acked, liveAtLeave
+	if !stopped {
+		res.Finished = finished
+	}
 	a.log.Info("left the mesh", "clock", res.Clock, "test_accuracy", Sig4(res.Accuracy), "applied_twice", res.AppliedTwice,
 		"leave_acknowledged_by", len(acked), "members_live_at_leave", liveAtLeave)
 	return res, nil

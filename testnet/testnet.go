@@ -512,12 +512,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	// Node 0's last progress point was taken when it finished its own
 	// iterations; with a staleness bound, peers' last updates arrived after.
-	// The curve ends with the model node 0 holds when the run is done.
+	// The curve ends with the model node 0 holds when the run is done, at
+	// the time it held it: the leave handshake that follows (a round trip
+	// for the acknowledgements, and the other nodes' own) changes no model.
 	met := members[0].core.Evaluate(cfg.Test.Rows)
 	if n := len(curve); n == 0 || curve[n-1].TestLoss != met.Loss {
 		p := Progress{
 			Iteration:    members[0].core.Steps(),
-			Elapsed:      wall,
+			Elapsed:      finalElapsed(members[0].run.Finished, start, wall),
 			TrainLoss:    members[0].core.Stats().LastLoss,
 			TestLoss:     met.Loss,
 			TestAccuracy: met.Accuracy,
@@ -541,6 +543,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.FinalView = slices.Clone(members[0].core.View())
 	return rep, nil
+}
+
+// finalElapsed is when, from start, a node held its final model: when it
+// finished, or at the end of the run (wall) when it did not say.
+func finalElapsed(finished, start time.Time, wall time.Duration) time.Duration {
+	if finished.IsZero() || finished.Before(start) {
+		return wall
+	}
+	return min(finished.Sub(start), wall)
 }
 
 func (c *Config) suspectTicks() int {
