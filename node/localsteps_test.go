@@ -356,3 +356,109 @@ func localSettingsParts(s Settings) []wiretest.Part {
 		partOf("outer step", func(w *wire.Writer) { w.String(string(s.Outer)) }),
 		partOf("outer rate", func(w *wire.Writer) { w.Float(s.OuterRate) }))
 }
+
+// A copy taken while a row is in flight holds the node's own update once
+// for each live member whose update of that clock is missing: exactly
+// view + missing × own, 3, then 2, then nothing once all are in.
+func TestStandInForMissingExact(t *testing.T) {
+	cl := configuredCluster(t, 4, 1, 9, "raw", func(c *Config) { c.LocalSteps = 3 })
+	a, b := cl.nodes[cl.ids[0]], cl.nodes[cl.ids[1]]
+	for range 3 {
+		if err := a.Train(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own, ok := a.pendingOf(1, a.ID())
+	if !ok || len(own.Keys) == 0 {
+		t.Fatalf("a holds no update of its own at clock 1")
+	}
+	check := func(missing int) {
+		t.Helper()
+		view := a.View()
+		copied := slices.Clone(view)
+		a.standInForMissing(copied)
+		want := slices.Clone(view)
+		for i, k := range own.Keys {
+			if missing > 0 {
+				want[k] += float64(missing) * float64(own.Values[i])
+			}
+		}
+		if !sameFloats(copied, want) {
+			t.Fatalf("%d missing: the copy is not view + %d × own update", missing, missing)
+		}
+	}
+	check(3)
+	for range 3 {
+		if err := b.Train(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range b.Ready().Messages {
+		if m.To == a.ID() {
+			a.Receive(b.ID(), m.Data)
+		}
+	}
+	check(2)
+	for _, id := range cl.ids[2:] {
+		n := cl.nodes[id]
+		for range 3 {
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, m := range n.Ready().Messages {
+			if m.To == a.ID() {
+				a.Receive(n.ID(), m.Data)
+			}
+		}
+	}
+	if a.committedClock != 1 {
+		t.Fatalf("row 1 not committed at a with every update in")
+	}
+	check(0)
+}
+
+// With the stand-in, staleness 1 costs members that draw the same batches
+// nothing: each member's update stands in exactly for the others', so four
+// members end where one member alone does, though exchanges started with
+// the others' updates still in flight. Without it such a copy held the
+// others' last steps not at all, and the members' steps parted from one
+// member's.
+func TestStandInHidesTheRound(t *testing.T) {
+	rows := testData(t).Rows
+	configure := func(c *Config) {
+		c.LocalSteps, c.Batches = 3, &sequenceSource{rows: rows, size: 10}
+		c.Optimizer = plainSGD(t, c)
+	}
+	solo := soloView(t, 9, configure)
+	for seed := uint64(1); seed <= 3; seed++ {
+		cl := newCluster(t, 4, 1, 9, "raw", seed)
+		for _, id := range cl.ids {
+			cfg := cl.nodes[id].cfg
+			configure(&cfg)
+			fresh, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl.nodes[id] = fresh
+		}
+		inFlight := 0
+		cl.runToEnd(func(id string) {
+			n := cl.nodes[id]
+			if !n.midExchange() && n.VectorClock().Min(n.Live()) < n.Clock() {
+				inFlight++
+			}
+		})
+		if inFlight == 0 {
+			t.Fatalf("seed %d: no exchange started with an update in flight", seed)
+		}
+		for _, id := range cl.ids {
+			view := cl.nodes[id].View()
+			for k, want := range solo {
+				if math.Abs(view[k]-want) > 1e-5*math.Abs(want)+1e-7 {
+					t.Fatalf("seed %d: %s key %d: %v after 9 steps at s = 1, one member alone %v", seed, id, k, view[k], want)
+				}
+			}
+		}
+	}
+}
