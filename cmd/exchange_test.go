@@ -104,16 +104,17 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 	}
 }
 
-// Without --staleness a read stays about 2 optimizer steps behind: the
-// bound in exchanges shrinks as local steps grow.
+// Without --staleness one exchange a step reads 2 steps behind, and local
+// steps read one exchange behind, whose rows in flight the node's own
+// update stands in for.
 func TestDefaultStalenessFollowsLocalSteps(t *testing.T) {
-	for h, want := range map[int]int{1: 2, 2: 1, 3: 0, 4: 0, 32: 0} {
+	for h, want := range map[int]int{1: 2, 2: 1, 3: 1, 4: 1, 32: 1} {
 		if got := defaultStaleness(h); got != want {
 			t.Errorf("%d local steps: staleness %d, want %d", h, got, want)
 		}
 	}
 	f := exchangeFlags{localSteps: 4}
-	if f.staleness(5, true) != 5 || f.staleness(2, false) != 0 {
+	if f.staleness(5, true) != 5 || f.staleness(2, false) != 1 {
 		t.Errorf("a given staleness is kept, a default one follows the local steps: got %d and %d", f.staleness(5, true), f.staleness(2, false))
 	}
 }
@@ -121,11 +122,11 @@ func TestDefaultStalenessFollowsLocalSteps(t *testing.T) {
 // The simulator decides --local-steps auto from its modelled links: one
 // step an exchange on the LAN profile, and over geo3's round of up to
 // 240 ms against a compute of 10 ms as many as 24 steps allow with
-// node.MinAutoExchanges exchanges, 4, at staleness 0.
+// node.MinAutoExchanges exchanges, 4, at staleness 1.
 func TestSimulateDecidesLocalSteps(t *testing.T) {
 	for _, tc := range []struct{ wan, want string }{
 		{"lan", "staleness 2, an exchange every step (auto),"},
-		{"geo3", "staleness 0, 4 local steps per exchange (auto),"},
+		{"geo3", "staleness 1, 4 local steps per exchange (auto),"},
 		{"geo3", "staleness 2, 3 local steps per exchange, outer sgd at 1,"},
 	} {
 		args := []string{"simulate", "--nodes", "4", "--iterations", "24", "--wan", tc.wan, "--json"}

@@ -52,9 +52,9 @@ func TestTrainingFlagsGiveTheSameSettings(t *testing.T) {
 		{args: []string{"--model", "svm", "--optimizer", "sgd", "--lr", "0.5", "--l2", "0", "--codec", "raw", "--error-feedback=false", "--staleness", "0", "--hash-bits", "18"},
 			want: node.Settings{Model: model.LinearSVM, Optimizer: model.SGD, LearningRate: 0.5, Codec: "raw",
 				Factors: node.FactorsOff, HashBits: 18, LocalSteps: 1, Outer: node.OuterSGD, OuterRate: 1}},
-		// Four local steps take staleness 0 unless it is given.
+		// Four local steps take staleness 1 unless it is given.
 		{args: []string{"--local-steps", "4", "--outer", "nesterov", "--outer-lr", "0.7"},
-			want: node.Settings{Model: model.LogisticRegression, Optimizer: model.Adam, L2: 1e-4, Codec: "sketchml",
+			want: node.Settings{Model: model.LogisticRegression, Optimizer: model.Adam, L2: 1e-4, Staleness: 1, Codec: "sketchml",
 				ErrorFeedback: true, Factors: node.FactorsOff, LocalSteps: 4, Outer: node.OuterNesterov, OuterRate: 0.7}},
 		// Factors turn error feedback off when it is not asked for.
 		{args: []string{"--model", "softmax", "--optimizer", "sgd", "--l2", "0", "--sfb", "auto"}, factors: true,

@@ -22,13 +22,15 @@ package node
 // not measured before it trains, takes 1), and a joiner takes it with the
 // other mesh settings.
 
-// MaxAutoLocalSteps bounds AutoLocalSteps. At 8 nodes and 100 steps,
-// local steps of whole steps ended a9a within 0.2 point of an exchange
-// every step up to 32 and news20.binary within 0.15 up to 8; at 16
-// news20.binary's loss ended at 1.0099–1.0104 × that of an exchange every
-// step, at the edge of the 1.01 that counts as reaching it (reached in one
-// run of four), and at 32 past it (README, "Managed communication").
-const MaxAutoLocalSteps = 8
+// MaxAutoLocalSteps bounds AutoLocalSteps. The default staleness bound
+// with local steps is 1, which hides one round behind the next exchange's
+// steps: at 8 nodes and 100 steps over geo3 (simulator), news20.binary's
+// loss ended at 1.0090 × that of an exchange every step with 6 steps, at
+// 1.0113 × with 8, past the 1.01 that counts as reaching it; a9a held to
+// 16. (At s = 0, 8 steps ended news20.binary at 1.0074 ×, and 16 at the
+// edge; s = 1 with 6 steps took 1.97 simulated seconds where s = 0 with 8
+// took 2.91.)
+const MaxAutoLocalSteps = 6
 
 // MinAutoExchanges is the fewest exchanges AutoLocalSteps leaves a run:
 // with fewer, the members' models are averaged too seldom for the last
