@@ -115,7 +115,10 @@
 //
 // With local steps a node takes H whole optimizer steps on its own copy
 // between exchanges and sends its share of their sum through an outer step
-// (localsteps.go); AutoLocalSteps picks H from a round and a step's compute
+// (localsteps.go); under a staleness bound, an exchange that starts with
+// rows in flight stands the node's own update in for each missing one
+// there, so the round hides behind the next exchange's steps.
+// AutoLocalSteps picks H from a round and a step's compute
 // the driver measured (autosteps.go). A budget cuts an update to its keys
 // of highest priority and keeps the rest in the residual (priority.go).
 package node
