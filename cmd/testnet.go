@@ -16,6 +16,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
@@ -95,10 +96,10 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	if err := oneOf("topology", f.topology, "halton", "full"); err != nil {
+	if err := oneOf("topology", f.topology, netmodel.Topologies...); err != nil {
 		return cfg, err
 	}
-	if err := oneOf("sites", f.sites, testnet.SitesModes...); err != nil {
+	if err := oneOf("sites", f.sites, netmodel.SitesModes...); err != nil {
 		return cfg, err
 	}
 	switch {

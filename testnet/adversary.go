@@ -10,6 +10,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/attack"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 // adversary is the hook through which Run hosts a hostile peer (package
@@ -20,7 +21,7 @@ type adversary interface {
 	// members returns the mesh's member ids given the nodes'.
 	members(ids []string) []string
 	// router returns the run's overlay given the nodes'.
-	router(r Router) Router
+	router(r netmodel.Router) netmodel.Router
 	// donor is the host a joiner asks first, nil for none.
 	donor() *mesh.Host
 	// start launches the attack once the nodes run; stop ends it.
@@ -91,7 +92,7 @@ func victimsOf(members []*member) []attack.Victim {
 type noAdversary struct{}
 
 func (noAdversary) members(ids []string) []string               { return ids }
-func (noAdversary) router(r Router) Router                      { return r }
+func (noAdversary) router(r netmodel.Router) netmodel.Router    { return r }
 func (noAdversary) donor() *mesh.Host                           { return nil }
 func (noAdversary) start(context.Context)                       {}
 func (noAdversary) stop()                                       {}
@@ -108,7 +109,7 @@ func (h hostile) members(ids []string) []string {
 	return append(slices.Clone(ids), h.a.ID())
 }
 
-func (h hostile) router(r Router) Router {
+func (h hostile) router(r netmodel.Router) netmodel.Router {
 	if !h.a.Member() {
 		return r
 	}

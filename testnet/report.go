@@ -6,6 +6,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/mesh"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 // Report is the outcome of a run. Field names are part of the JSON interface
@@ -131,7 +132,7 @@ func optional(v float64) *float64 {
 	return &v
 }
 
-func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, curve []CurvePoint, wall time.Duration) *Report {
+func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []*member, curve []CurvePoint, wall time.Duration) *Report {
 	r := &Report{
 		Nodes:          cfg.Nodes,
 		Model:          string(cfg.Model),
@@ -146,7 +147,7 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		WAN:            cfg.WAN.Name,
 		Topology:       cfg.Topology,
 		MeanUpdateHops: router.MeanHops(),
-		Sites:          SiteCount(router),
+		Sites:          netmodel.SiteCount(router),
 		Stragglers:     cfg.Stragglers,
 		Slowdown:       cfg.Slowdown,
 		WallSeconds:    wall.Seconds(),

@@ -19,9 +19,9 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
-	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -49,7 +49,7 @@ type Config struct {
 	ErrorFeedback bool
 	Staleness     int
 	// Exchange sets local steps and the outer step.
-	Exchange Exchange
+	Exchange netmodel.Exchange
 	// Topology is "halton" (the default: O(log P) links per node, updates
 	// relayed along broadcast trees) or "full" (everyone sends to everyone).
 	Topology string
@@ -64,7 +64,7 @@ type Config struct {
 	// forwards them, so relays batch (see mesh.DaemonConfig.RelayWindow).
 	RelayWindow time.Duration
 	// WAN shapes the links between nodes; the zero value is loopback TCP.
-	WAN LinkProfile
+	WAN netmodel.LinkProfile
 	// ComputeTime is extra time each iteration takes, emulating a heavier
 	// model than the one trained.
 	ComputeTime time.Duration
@@ -146,7 +146,7 @@ func (c *Config) Validate() error {
 		}
 		train = c.Test
 	}
-	if err := ValidateRun(train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+	if err := netmodel.ValidateRun(train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
 		return err
 	}
 	if err := c.Exchange.Validate(); err != nil {
@@ -164,7 +164,7 @@ func (c *Config) Validate() error {
 	if c.WAN.Name == "" {
 		c.WAN.Name = "lan"
 	}
-	if err := CheckSitesMode(&c.Sites); err != nil {
+	if err := netmodel.CheckSitesMode(&c.Sites); err != nil {
 		return err
 	}
 	if c.EvalEvery <= 0 {
@@ -172,35 +172,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	return nil
-}
-
-// ValidateRun checks what a testnet run and a simulation share, and defaults
-// the topology to halton.
-func ValidateRun(train, test *dataset.Dataset, iterations int, batch float64, staleness int, codecName string, topology *string) error {
-	switch {
-	case train == nil || len(train.Rows) == 0:
-		return errors.New("no training data")
-	case test == nil || len(test.Rows) == 0:
-		return errors.New("no test data")
-	case iterations < 1:
-		return fmt.Errorf("iterations must be >= 1, got %d", iterations)
-	case staleness < 0:
-		return fmt.Errorf("staleness must be >= 0, got %d", staleness)
-	}
-	if err := node.CheckBatch(batch); err != nil {
-		return err
-	}
-	if _, err := codec.ByName(codecName); err != nil {
-		return err
-	}
-	switch *topology {
-	case "":
-		*topology = "halton"
-	case "halton", "full":
-	default:
-		return fmt.Errorf("unknown topology %q (want halton or full)", *topology)
 	}
 	return nil
 }
@@ -287,7 +258,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	router := NewSiteRouter(cfg.Topology, ids, sites)
+	router := netmodel.NewSiteRouter(cfg.Topology, ids, sites)
 	links := router
 	if cfg.joinAt() > 0 {
 		// A joiner makes every node send to every member (below).
@@ -644,7 +615,7 @@ func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
 		}
 		m := &member{host: h, net: h, allow: hc.Allow}
 		if cfg.WAN.Emulated() {
-			m.net = mesh.NewShapedTransport(h, func(to peer.ID) mesh.LinkShape { return cfg.WAN.LinkBetween(i, index[to]) }, 0)
+			m.net = mesh.NewShapedTransport(h, func(to peer.ID) mesh.LinkShape { return linkBetween(cfg.WAN, i, index[to]) }, 0)
 		}
 		members = append(members, m)
 		index[h.Libp2p().ID()] = i
@@ -676,48 +647,13 @@ func nodeKey(seed uint64, i int) (crypto.PrivKey, error) {
 }
 
 // newRouter returns the overlay a topology names, without sites.
-func newRouter(topology string, ids []string) Router { return NewSiteRouter(topology, ids, nil) }
-
-// NewSiteRouter returns the overlay a topology names: for halton, the
-// site-aware overlay over the members' site labels, which is the flat one
-// when the labels name one site or there are none.
-func NewSiteRouter(topology string, ids []string, site map[string]string) Router {
-	if topology == "full" {
-		return fullRouter{node.NewFullMesh(ids), len(ids)}
-	}
-	return haltonRouter{halton.BuildSites(ids, site)}
+func newRouter(topology string, ids []string) netmodel.Router {
+	return netmodel.NewSiteRouter(topology, ids, nil)
 }
-
-// Router is the overlay of a run: how updates are relayed, and which pairs
-// of nodes hold a link.
-type Router interface {
-	node.Router
-	// Linked lists the peers a node opens links to.
-	Linked(id string) []string
-	// MeanHops is the mean number of hops an update takes to a receiver.
-	MeanHops() float64
-}
-
-type fullRouter struct {
-	node.FullMesh
-	n int
-}
-
-func (f fullRouter) Linked(id string) []string { return f.Forward(id, id) }
-func (f fullRouter) MeanHops() float64 {
-	if f.n < 2 {
-		return 0
-	}
-	return 1
-}
-
-type haltonRouter struct{ *halton.SiteOverlay }
-
-func (h haltonRouter) Linked(id string) []string { return h.Out(id) }
 
 // connect dials every overlay link, so each node holds connections to its
 // neighbours only.
-func connect(ctx context.Context, members []*member, r Router) error {
+func connect(ctx context.Context, members []*member, r netmodel.Router) error {
 	byID := make(map[string]*member, len(members))
 	for _, m := range members {
 		byID[m.host.ID()] = m

@@ -24,7 +24,7 @@ func TestParseWAN(t *testing.T) {
 		{2, 3, mesh.LinkShape{Latency: 120 * time.Millisecond, Bandwidth: 12.5e6}},
 	}
 	for _, c := range cases {
-		if got := geo.LinkBetween(c.i, c.j); got != c.want {
+		if got := linkBetween(geo, c.i, c.j); got != c.want {
 			t.Errorf("geo3 link %d-%d = %+v, want %+v", c.i, c.j, got, c.want)
 		}
 	}
@@ -32,7 +32,7 @@ func TestParseWAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := custom.LinkBetween(0, 1); got != (mesh.LinkShape{Latency: 50 * time.Millisecond, Bandwidth: 12.5e6}) {
+	if got := linkBetween(custom, 0, 1); got != (mesh.LinkShape{Latency: 50 * time.Millisecond, Bandwidth: 12.5e6}) {
 		t.Fatalf("custom link %+v", got)
 	}
 	if lan, _ := ParseWAN("lan"); lan.Emulated() {
