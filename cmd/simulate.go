@@ -99,9 +99,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	warnSparseIDs(logger, train, *nodes)
 	cfg := sim.Config{
-		Nodes: *nodes, Train: train, Test: test, Model: settings.Model, Optimizer: settings.Optimizer,
-		LR: lr, L2: settings.L2, Batch: training.batch, Iterations: int(settings.Iterations), Seed: *seed, Codec: settings.Codec,
-		ErrorFeedback: settings.ErrorFeedback, Staleness: settings.Staleness, Exchange: training.exchange.exchange(), Topology: *topology, Sites: *sites, WAN: link,
+		Nodes: *nodes, Train: train, Test: test, Training: training.trainingOf(settings, *seed),
+		Topology: *topology, Sites: *sites, WAN: link,
 		ComputeTime: *computeTime, FlushDelay: *relayWindow, Faults: scenario,
 		Sync:      node.SyncConfig{History: *history},
 		EvalEvery: int(training.evalInterval(settings.Iterations)),

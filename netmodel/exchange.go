@@ -17,11 +17,6 @@ type Exchange struct {
 	Priority    node.PriorityMode
 }
 
-// Validate checks the local-step settings (node.CheckLocalSteps).
-func (e Exchange) Validate() error {
-	return node.CheckLocalSteps(e.LocalSteps, e.Outer, e.OuterRate)
-}
-
 // Apply sets the exchange settings of a node's configuration.
 func (e Exchange) Apply(c *node.Config) {
 	c.LocalSteps, c.Outer, c.OuterRate = e.LocalSteps, e.Outer, e.OuterRate

@@ -36,20 +36,9 @@ type Config struct {
 	// brings rows nobody has trained on. With more nodes than rows, node i
 	// gets row i mod rows alone: some rows then sit on two nodes.
 	Train, Test *dataset.Dataset
-	Model       model.Kind
-	Optimizer   model.OptimizerKind
-	LR, L2      float64
-	// Batch is the mini-batch per node: a fraction of the node's shard when
-	// below 1, a row count otherwise.
-	Batch         float64
-	Iterations    int
-	Seed          uint64
-	Codec         string
-	ErrorFeedback bool
-	Staleness     int
-	// Exchange sets local steps and the outer step; scenario steps and
-	// progress count exchanges (the nodes' clocks).
-	Exchange netmodel.Exchange
+	// Training is what the nodes train; scenario steps and progress count
+	// exchanges (the nodes' clocks).
+	netmodel.Training
 	// Topology is "halton" (the default) or "full".
 	Topology string
 	// Sites is "auto" (the default: each node announces the site label its
@@ -226,13 +215,13 @@ func (c *Config) validate() error {
 	case c.ComputeTime < 0 || c.SyncTimeout < 0 || c.SyncInterval < 0 || c.DetectionDelay < 0 || c.FlushDelay < 0 || c.Tick < 0:
 		return errors.New("compute time, sync timeout, sync interval, detection delay, flush delay and tick must be >= 0")
 	}
-	if err := netmodel.ValidateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+	if err := c.Training.Validate(c.Train, c.Test); err != nil {
+		return err
+	}
+	if err := netmodel.CheckTopology(&c.Topology); err != nil {
 		return err
 	}
 	if err := netmodel.CheckSitesMode(&c.Sites); err != nil {
-		return err
-	}
-	if err := c.Exchange.Validate(); err != nil {
 		return err
 	}
 	if c.WAN.Sites == 0 {

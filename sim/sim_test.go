@@ -32,8 +32,10 @@ func simConfig(t testing.TB, nodes, iterations int, seed uint64) Config {
 		t.Fatal(err)
 	}
 	return Config{
-		Nodes: nodes, Train: d[0], Test: d[1], Model: model.LogisticRegression, Optimizer: model.SGD,
-		LR: 1, L2: 1e-4, Batch: 0.1, Iterations: iterations, Seed: seed, Codec: "raw",
+		Nodes: nodes, Train: d[0], Test: d[1], Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.SGD, LR: 1, L2: 1e-4,
+			Batch: 0.1, Iterations: iterations, Seed: seed, Codec: "raw",
+		},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/attack"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -21,8 +22,11 @@ import (
 func TestHostilePeers(t *testing.T) {
 	train, test := builtin(t, "rcv1")
 	cfg := Config{
-		Nodes: 6, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 150, Seed: 1, Codec: "sketchml", ErrorFeedback: true, Staleness: 2,
+		Nodes: 6, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+			Batch: 0.1, Iterations: 150, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
+			Staleness: 2,
+		},
 		// A made-up joiner (admit-forge) holds the gates until suspected.
 		DeadAfter: 2 * time.Second,
 	}

@@ -34,22 +34,10 @@ type Config struct {
 	// Batches, when set, gives node i its mini-batches (data larger than
 	// memory, streamed): Train then only names the data and gives the
 	// model's dimension, and Batch is a row count.
-	Batches   func(node int) (StreamSource, error)
-	Model     model.Kind
-	Optimizer model.OptimizerKind
-	LR        float64
-	L2        float64
-	// Batch is the mini-batch per node: a fraction of the node's shard when
-	// below 1 (rounded up), a row count otherwise (node.BatchRows).
-	Batch      float64
-	Iterations int
-	Seed       uint64
-	// Codec names the update codec (codec.Names()).
-	Codec         string
-	ErrorFeedback bool
-	Staleness     int
-	// Exchange sets local steps and the outer step.
-	Exchange netmodel.Exchange
+	Batches func(node int) (StreamSource, error)
+	// Training is what the nodes train; with Batches, Batch is a row
+	// count.
+	netmodel.Training
 	// Topology is "halton" (the default: O(log P) links per node, updates
 	// relayed along broadcast trees) or "full" (everyone sends to everyone).
 	Topology string
@@ -146,10 +134,10 @@ func (c *Config) Validate() error {
 		}
 		train = c.Test
 	}
-	if err := netmodel.ValidateRun(train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+	if err := c.Training.Validate(train, c.Test); err != nil {
 		return err
 	}
-	if err := c.Exchange.Validate(); err != nil {
+	if err := netmodel.CheckTopology(&c.Topology); err != nil {
 		return err
 	}
 	if c.Attack != "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 func TestParseWAN(t *testing.T) {
@@ -55,8 +56,10 @@ func TestGeo3Staleness(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := Config{
-		Nodes: 6, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, Batch: 0.1, Iterations: 12, Seed: 1, Codec: "raw", WAN: wan,
+		Nodes: 6, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, Batch: 0.1,
+			Iterations: 12, Seed: 1, Codec: "raw",
+		}, WAN: wan,
 		Stragglers: 1, Slowdown: 3, ComputeTime: 5 * time.Millisecond,
 	}
 	bsp := run(t, base)
