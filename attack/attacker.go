@@ -684,7 +684,7 @@ func (a *Attacker) Report(members []Victim, iterations int, joined uint64) *Repo
 	for _, m := range members {
 		st := m.Core.Stats()
 		for k, v := range st.Rejected {
-			r.Rejected[k] += v
+			r.Rejected[string(k)] += v
 		}
 		tr := m.Host.Traffic()
 		if tr.Oversized > 0 {

@@ -179,7 +179,7 @@ type Result struct {
 	// (see node.Node.Ledger); AppliedTwice is FromSnapshot+Applied−Held
 	// and must be 0.
 	FromSnapshot, Applied, Held, AppliedTwice uint64
-	Rejected                                  map[string]uint64
+	Rejected                                  map[node.RejectReason]uint64
 	Blocked, Wall                             time.Duration
 	// Left is true when the run ended on a stop request rather than after
 	// its iterations.

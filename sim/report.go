@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // Report is the outcome of a simulated run. Field names are part of the
@@ -88,9 +90,9 @@ type Report struct {
 	// Dropped counts messages lost on links ("loss"), cut by a partition
 	// ("partition") or addressed to a dead node ("dead"); Duplicated counts
 	// extra copies delivered; Rejected the cores' rejections by reason.
-	Dropped    map[string]uint64 `json:"dropped"`
-	Duplicated uint64            `json:"duplicated"`
-	Rejected   map[string]uint64 `json:"rejected"`
+	Dropped    map[string]uint64            `json:"dropped"`
+	Duplicated uint64                       `json:"duplicated"`
+	Rejected   map[node.RejectReason]uint64 `json:"rejected"`
 	// RetainedFramesPerNode is the mean number of frames a node keeps for
 	// retransmission at the end.
 	RetainedFramesPerNode float64 `json:"retained_frames_per_node"`
@@ -199,7 +201,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		SyncRequestBytes:     s.syncBytes,
 		Dropped:              s.dropped,
 		Duplicated:           s.dups,
-		Rejected:             map[string]uint64{},
+		Rejected:             map[node.RejectReason]uint64{},
 		Assertions:           s.assertions,
 		Joined:               s.joined,
 		Rejoined:             s.rejoins,

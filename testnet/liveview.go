@@ -197,7 +197,7 @@ func (v *LiveView) LiveState() liveview.State {
 			}
 		}
 		for r, n := range c.Rejected {
-			st.Rejected[r] += n
+			st.Rejected[string(r)] += n
 		}
 	}
 	for k := range st.Members {

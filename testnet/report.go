@@ -7,6 +7,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/netmodel"
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // Report is the outcome of a run. Field names are part of the JSON interface
@@ -67,10 +68,10 @@ type Report struct {
 	LocalSteps int `json:"local_steps"`
 	// Staleness of reads, in iterations: t − 1 − min over live q of V[q]
 	// when a node starts iteration t.
-	StalenessObservedMax  uint64            `json:"staleness_observed_max"`
-	StalenessObservedMean float64           `json:"staleness_observed_mean"`
-	Rejected              map[string]uint64 `json:"rejected"`
-	PerNode               []NodeReport      `json:"per_node"`
+	StalenessObservedMax  uint64                       `json:"staleness_observed_max"`
+	StalenessObservedMean float64                      `json:"staleness_observed_mean"`
+	Rejected              map[node.RejectReason]uint64 `json:"rejected"`
+	PerNode               []NodeReport                 `json:"per_node"`
 	// Curve is node 0's test loss and accuracy against iterations and time.
 	Curve []CurvePoint `json:"curve"`
 	// Interrupted is set when the run was stopped before its iterations
@@ -151,7 +152,7 @@ func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []
 		Stragglers:     cfg.Stragglers,
 		Slowdown:       cfg.Slowdown,
 		WallSeconds:    wall.Seconds(),
-		Rejected:       map[string]uint64{},
+		Rejected:       map[node.RejectReason]uint64{},
 		Curve:          curve,
 	}
 	var lossSum, accSum, aucSum float64
