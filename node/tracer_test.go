@@ -62,3 +62,44 @@ func TestTracerSeesAppliesAndRejections(t *testing.T) {
 		t.Fatalf("tracer saw rejections %v, stats %v, want %v", tr.rejected, st.Rejected, want)
 	}
 }
+
+// One RejectTally given to two cores counts what both refuse: the sum of
+// their Stats.Rejected, reason by reason.
+func TestRejectTallyAddsUpCores(t *testing.T) {
+	var tally RejectTally
+	if got := tally.Counts(); got == nil || len(got) != 0 {
+		t.Fatalf("an empty tally counts %v", got)
+	}
+	cl := newCluster(t, 3, 1, 10, "raw", 1)
+	a, b, c := cl.ids[0], cl.ids[1], cl.ids[2]
+	var cores []*Node
+	for _, id := range []string{a, c} {
+		cfg := cl.nodes[id].cfg
+		cfg.Tracer = &tally
+		n, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cores = append(cores, n)
+	}
+	if err := cl.nodes[b].Train(); err != nil {
+		t.Fatal(err)
+	}
+	sent := map[string][]byte{}
+	for _, m := range cl.nodes[b].Ready().Messages {
+		sent[m.To] = m.Data
+	}
+	cores[0].Receive(b, sent[a])
+	cores[0].Receive(b, sent[a])
+	cores[1].Receive(b, []byte("not an envelope"))
+	cores[1].Receive("intruder", sent[c])
+	want := map[RejectReason]uint64{}
+	for _, n := range cores {
+		for r, k := range n.Stats().Rejected {
+			want[r] += k
+		}
+	}
+	if len(want) < 2 || !maps.Equal(tally.Counts(), want) {
+		t.Fatalf("tally %v, the cores' stats %v", tally.Counts(), want)
+	}
+}

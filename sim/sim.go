@@ -323,6 +323,8 @@ type sim struct {
 	now   int64
 	rng   *rand.Rand
 	trace simTrace
+	// rejected is every core's Tracer: the one tally of their refusals.
+	rejected node.RejectTally
 
 	busy     []int64 // per directed link, when it is free again
 	lat      [][]int64
@@ -490,6 +492,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		DecodeCache:   s.cache,
 		Start:         start,
 		Admission:     admission,
+		Tracer:        &s.rejected,
 	}
 	if start == nil {
 		nc.Members = s.ids[:cfg.Nodes]

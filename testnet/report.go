@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/codec"
@@ -133,7 +134,7 @@ func optional(v float64) *float64 {
 	return &v
 }
 
-func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []*member, curve []CurvePoint, wall time.Duration) *Report {
+func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []*member, rejected map[node.RejectReason]uint64, curve []CurvePoint, wall time.Duration) *Report {
 	r := &Report{
 		Nodes:          cfg.Nodes,
 		Model:          string(cfg.Model),
@@ -152,7 +153,7 @@ func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []
 		Stragglers:     cfg.Stragglers,
 		Slowdown:       cfg.Slowdown,
 		WallSeconds:    wall.Seconds(),
-		Rejected:       map[node.RejectReason]uint64{},
+		Rejected:       rejected,
 		Curve:          curve,
 	}
 	var lossSum, accSum, aucSum float64
@@ -197,9 +198,6 @@ func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []
 		} else {
 			links += float64(len(m.host.Libp2p().Network().Peers()))
 		}
-		for reason, c := range st.Rejected {
-			r.Rejected[reason] += c
-		}
 	}
 	n := float64(len(members))
 	r.FinalTestLoss = lossSum / n
@@ -229,4 +227,26 @@ func updateTraffic(tr mesh.TrafficStats) mesh.TrafficStats {
 	tr.BytesSent -= tr.MembershipBytesSent
 	tr.MessagesSent -= tr.MembershipMessagesSent
 	return tr
+}
+
+// rejectTally is the Tracer of every member core: the one tally of their
+// refusals that the report and the attack report read. The cores run on
+// goroutines of their own, so it locks.
+type rejectTally struct {
+	mu    sync.Mutex
+	tally node.RejectTally
+}
+
+func (*rejectTally) Apply(string, uint64) {}
+
+func (t *rejectTally) Reject(reason node.RejectReason) {
+	t.mu.Lock()
+	t.tally.Reject(reason)
+	t.mu.Unlock()
+}
+
+func (t *rejectTally) counts() map[node.RejectReason]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tally.Counts()
 }

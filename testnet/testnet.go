@@ -278,6 +278,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		c.Sync = node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()}
 		return node.New(c)
 	}
+	// The members' cores count their refusals in one tally; the joiner's
+	// are left out of the reports, as they always were.
+	rejected := &rejectTally{}
 	shuffled := cfg.Train
 	if cfg.Batches == nil {
 		shuffled = cfg.Train.Shuffled(int64(cfg.Seed))
@@ -311,6 +314,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			BatchSize: batchSize,
 			Shard:     m.shard.Rows,
 			Batches:   m.batchSource(),
+			Tracer:    rejected,
 		}
 		cfg.Exchange.Apply(&nc)
 		if m.core, err = newCore(nc); err != nil {
@@ -465,7 +469,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.Live != nil {
 			cfg.Live.finish(members, wall)
 		}
-		rep := buildReport(cfg, cdc, router, members, curve, wall)
+		rep := buildReport(cfg, cdc, router, members, rejected.counts(), curve, wall)
 		rep.Interrupted = true
 		return rep, fmt.Errorf("testnet interrupted: %w", err)
 	}
@@ -491,9 +495,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Live != nil {
 		cfg.Live.finish(members, wall)
 	}
-	rep := buildReport(cfg, cdc, router, members, curve, wall)
+	rep := buildReport(cfg, cdc, router, members, rejected.counts(), curve, wall)
 	rep.Stalled = stalled.Load()
-	rep.Attack = att.report(members, cfg.Iterations, jn.updates(cfg.Iterations))
+	rep.Attack = att.report(members, rejected.counts(), cfg.Iterations, jn.updates(cfg.Iterations))
 	jn.check(rep.Attack, members, cfg.Iterations)
 	if rep.Attack != nil {
 		rep.Attack.Stalled = rep.Attack.Stalled || rep.Stalled
