@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// LinkProfile is the simulator's network: per site pair a one-way latency and
+// LinkProfile is a run's network: per site pair a one-way latency and
 // a bandwidth, plus faults that apply to every link. Node i sits at site
 // i mod Sites.
 type LinkProfile struct {
