@@ -668,8 +668,10 @@ var hostileHeaders = [][]byte{
 }
 
 // Report gathers what the attack did from the attacker's counters and the
-// honest nodes'; joined is how many updates a joiner owed every node.
-func (a *Attacker) Report(members []Victim, iterations int, joined uint64) *Report {
+// honest nodes'; rejected is what the honest cores refused, as their
+// node.Tracer counted it; joined is how many updates a joiner owed every
+// node.
+func (a *Attacker) Report(members []Victim, rejected map[node.RejectReason]uint64, iterations int, joined uint64) *Report {
 	if a.kind == Quiet {
 		return nil
 	}
@@ -680,12 +682,12 @@ func (a *Attacker) Report(members []Victim, iterations int, joined uint64) *Repo
 	for k, v := range a.local {
 		r.Rejected[k] += v
 	}
+	for k, v := range rejected {
+		r.Rejected[string(k)] += v
+	}
 	honest := uint64(len(members)*iterations) + joined
 	for _, m := range members {
 		st := m.Core.Stats()
-		for k, v := range st.Rejected {
-			r.Rejected[k] += v
-		}
 		tr := m.Host.Traffic()
 		if tr.Oversized > 0 {
 			r.Rejected["oversized"] += tr.Oversized

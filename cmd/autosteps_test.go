@@ -9,6 +9,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
@@ -79,7 +80,10 @@ func TestStepTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testnet.Config{Nodes: 4, Train: train, Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4, Batch: 0.1}
+	cfg := testnet.Config{Nodes: 4, Train: train, Training: netmodel.Training{
+		Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+		Batch: 0.1,
+	}}
 	if got := stepTime(cfg); got <= 0 {
 		t.Fatalf("step time %v, want > 0", got)
 	}

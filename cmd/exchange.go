@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
-	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 // autoLocalSteps is --local-steps's default: the mesh takes the local
@@ -113,7 +113,7 @@ func (f *exchangeFlags) resolveAuto(round, step time.Duration, iterations int, f
 // linkRound is the round an exchange waits for on links of profile p: an
 // update crosses up to two hops of the overlay, each at most the profile's
 // longest one-way latency. 0 on unshaped links.
-func linkRound(p testnet.LinkProfile) time.Duration {
+func linkRound(p netmodel.LinkProfile) time.Duration {
 	var longest time.Duration
 	for _, row := range p.Latency {
 		for _, l := range row {
@@ -159,8 +159,8 @@ func (f *exchangeFlags) checkBudget(codecName string, errorFeedback bool) error 
 	return nil
 }
 
-func (f *exchangeFlags) exchange() testnet.Exchange {
-	return testnet.Exchange{LocalSteps: f.localSteps, Outer: node.OuterKind(f.outer), OuterRate: f.outerLR,
+func (f *exchangeFlags) exchange() netmodel.Exchange {
+	return netmodel.Exchange{LocalSteps: f.localSteps, Outer: node.OuterKind(f.outer), OuterRate: f.outerLR,
 		BudgetBytes: f.budget, Priority: node.PriorityMode(f.priority)}
 }
 

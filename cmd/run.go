@@ -122,22 +122,22 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 
 // runReport is the run command's final JSON.
 type runReport struct {
-	Member           string            `json:"member"`
-	Peer             string            `json:"peer"`
-	Clock            uint64            `json:"clock"`
-	TestAccuracy     float64           `json:"test_accuracy"`
-	TestAUC          *float64          `json:"test_auc,omitempty"`
-	TestLoss         float64           `json:"test_loss"`
-	Members          int               `json:"members"`
-	Incarnations     int               `json:"incarnations"`
-	Live             int               `json:"live"`
-	Iterations       uint64            `json:"iterations"`
-	UpdatesFromStart uint64            `json:"updates_from_snapshot"`
-	UpdatesApplied   uint64            `json:"updates_applied"`
-	UpdatesHeld      uint64            `json:"updates_held"`
-	AppliedTwice     uint64            `json:"applied_twice"`
-	Rejected         map[string]uint64 `json:"rejected"`
-	BlockedSeconds   float64           `json:"blocked_seconds"`
+	Member           string                       `json:"member"`
+	Peer             string                       `json:"peer"`
+	Clock            uint64                       `json:"clock"`
+	TestAccuracy     float64                      `json:"test_accuracy"`
+	TestAUC          *float64                     `json:"test_auc,omitempty"`
+	TestLoss         float64                      `json:"test_loss"`
+	Members          int                          `json:"members"`
+	Incarnations     int                          `json:"incarnations"`
+	Live             int                          `json:"live"`
+	Iterations       uint64                       `json:"iterations"`
+	UpdatesFromStart uint64                       `json:"updates_from_snapshot"`
+	UpdatesApplied   uint64                       `json:"updates_applied"`
+	UpdatesHeld      uint64                       `json:"updates_held"`
+	AppliedTwice     uint64                       `json:"applied_twice"`
+	Rejected         map[node.RejectReason]uint64 `json:"rejected"`
+	BlockedSeconds   float64                      `json:"blocked_seconds"`
 	// ViewDivergence counts members whose digest of a committed row
 	// differed from this node's (their replicas drifted apart).
 	ViewDivergence uint64 `json:"view_divergence"`
@@ -276,7 +276,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	var reply *mesh.JoinReply
-	var snapshotsRefused map[string]uint64
+	var snapshotsRefused map[node.RejectReason]uint64
 	if len(joinAddrs) > 0 {
 		signer, err := mesh.NewKeyAuthenticator(f.mesh, self, key)
 		if err != nil {
@@ -403,7 +403,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// Snapshots refused at the join count with what the core refused.
 	for reason, k := range snapshotsRefused {
 		if rep.Rejected == nil {
-			rep.Rejected = map[string]uint64{}
+			rep.Rejected = map[node.RejectReason]uint64{}
 		}
 		rep.Rejected[reason] += k
 	}

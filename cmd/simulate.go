@@ -12,9 +12,9 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/sim"
-	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -44,8 +44,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		name, v string
 		allowed []string
 	}{
-		{"topology", *topology, []string{"halton", "full"}},
-		{"sites", *sites, testnet.SitesModes},
+		{"topology", *topology, netmodel.Topologies},
+		{"sites", *sites, netmodel.SitesModes},
 	} {
 		if err := oneOf(c.name, c.v, c.allowed...); err != nil {
 			return err
@@ -61,7 +61,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case *history < 1:
 		return badInput("--history %d: want >= 1", *history)
 	}
-	link, err := testnet.ParseLinkProfile(*wan)
+	link, err := netmodel.ParseLinkProfile(*wan)
 	if err != nil {
 		return usageError{fmt.Errorf("--wan: %w", err)}
 	}
@@ -99,9 +99,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	warnSparseIDs(logger, train, *nodes)
 	cfg := sim.Config{
-		Nodes: *nodes, Train: train, Test: test, Model: settings.Model, Optimizer: settings.Optimizer,
-		LR: lr, L2: settings.L2, Batch: training.batch, Iterations: int(settings.Iterations), Seed: *seed, Codec: settings.Codec,
-		ErrorFeedback: settings.ErrorFeedback, Staleness: settings.Staleness, Exchange: training.exchange.exchange(), Topology: *topology, Sites: *sites, WAN: link,
+		Nodes: *nodes, Train: train, Test: test, Training: training.trainingOf(settings, *seed),
+		Topology: *topology, Sites: *sites, WAN: link,
 		ComputeTime: *computeTime, FlushDelay: *relayWindow, Faults: scenario,
 		Sync:      node.SyncConfig{History: *history},
 		EvalEvery: int(training.evalInterval(settings.Iterations)),

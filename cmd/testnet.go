@@ -16,6 +16,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
@@ -95,10 +96,10 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	if err := oneOf("topology", f.topology, "halton", "full"); err != nil {
+	if err := oneOf("topology", f.topology, netmodel.Topologies...); err != nil {
 		return cfg, err
 	}
-	if err := oneOf("sites", f.sites, testnet.SitesModes...); err != nil {
+	if err := oneOf("sites", f.sites, netmodel.SitesModes...); err != nil {
 		return cfg, err
 	}
 	switch {
@@ -172,35 +173,25 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		return cfg, badInput("--nodes %d: %s has only %d training rows", f.nodes, train.Name, len(train.Rows))
 	}
 	cfg = testnet.Config{
-		Nodes:         f.nodes,
-		Train:         train,
-		Test:          test,
-		Model:         s.Model,
-		Optimizer:     s.Optimizer,
-		LR:            s.LearningRate,
-		L2:            s.L2,
-		Batch:         f.training.batch,
-		Iterations:    int(s.Iterations),
-		Seed:          f.seed,
-		Codec:         s.Codec,
-		ErrorFeedback: s.ErrorFeedback,
-		Staleness:     s.Staleness,
-		Exchange:      f.training.exchange.exchange(),
-		Topology:      f.topology,
-		Sites:         f.sites,
-		RelayWindow:   f.relayWindow,
-		Factors:       s.Factors,
-		WAN:           wan,
-		Stragglers:    f.stragglers,
-		Slowdown:      f.slowdown,
-		ComputeTime:   f.computeTime,
-		EvalEvery:     int(f.training.evalInterval(s.Iterations)),
-		Logger:        logger,
-		Sign:          f.sign,
-		PSK:           psk,
-		AllowList:     f.allowList,
-		Robust:        node.RobustConfig{Clip: f.robust == "clip"},
-		Attack:        f.attack,
+		Nodes:       f.nodes,
+		Train:       train,
+		Test:        test,
+		Training:    f.training.trainingOf(s, f.seed),
+		Topology:    f.topology,
+		Sites:       f.sites,
+		RelayWindow: f.relayWindow,
+		Factors:     s.Factors,
+		WAN:         wan,
+		Stragglers:  f.stragglers,
+		Slowdown:    f.slowdown,
+		ComputeTime: f.computeTime,
+		EvalEvery:   int(f.training.evalInterval(s.Iterations)),
+		Logger:      logger,
+		Sign:        f.sign,
+		PSK:         psk,
+		AllowList:   f.allowList,
+		Robust:      node.RobustConfig{Clip: f.robust == "clip"},
+		Attack:      f.attack,
 	}
 	if stream != nil {
 		cfg.Batches = func(i int) (testnet.StreamSource, error) {

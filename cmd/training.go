@@ -10,6 +10,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -154,6 +155,18 @@ func (f *trainingFlags) settings(errorFeedbackGiven, stalenessGiven bool) (node.
 		return s, err
 	}
 	return s, nil
+}
+
+// trainingOf is the training of a testnet run or a simulation: the
+// settings s (checked, with their learning rate), the flags' batch and
+// exchange, and seed.
+func (f *trainingFlags) trainingOf(s node.Settings, seed uint64) netmodel.Training {
+	return netmodel.Training{
+		Model: s.Model, Optimizer: s.Optimizer, LR: s.LearningRate, L2: s.L2,
+		Batch: f.batch, Iterations: int(s.Iterations), Seed: seed,
+		Codec: s.Codec, ErrorFeedback: s.ErrorFeedback, Staleness: s.Staleness,
+		Exchange: f.exchange.exchange(),
+	}
 }
 
 // settingError is bad input for a setting node refused by name (a flag's

@@ -179,7 +179,7 @@ type Result struct {
 	// (see node.Node.Ledger); AppliedTwice is FromSnapshot+Applied−Held
 	// and must be 0.
 	FromSnapshot, Applied, Held, AppliedTwice uint64
-	Rejected                                  map[string]uint64
+	Rejected                                  map[node.RejectReason]uint64
 	Blocked, Wall                             time.Duration
 	// Finished is when the node held its final model: its last iteration
 	// run and every live member's last update in, before the leave

@@ -663,8 +663,8 @@ func retire(h *Host, reply *JoinReply, sign func([]byte) ([]byte, error)) {
 // reply and, by reason (node.RejectSnapshotMismatch,
 // node.RejectSnapshotUnverified), the snapshots it refused on the way. A
 // refusal by a member (another mesh, conflicting settings) ends it.
-func JoinAny(ctx context.Context, h *Host, addrs []ma.Multiaddr, q JoinRequest, sign func([]byte) ([]byte, error), timeout time.Duration, logger *slog.Logger) (*JoinReply, map[string]uint64, error) {
-	refused := map[string]uint64{}
+func JoinAny(ctx context.Context, h *Host, addrs []ma.Multiaddr, q JoinRequest, sign func([]byte) ([]byte, error), timeout time.Duration, logger *slog.Logger) (*JoinReply, map[node.RejectReason]uint64, error) {
+	refused := map[node.RejectReason]uint64{}
 	var errs []error
 	p, inc, err := MemberPeer(q.Member)
 	if err != nil {

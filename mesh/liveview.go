@@ -33,7 +33,7 @@ type CoreView struct {
 	// own frames.
 	CompressionRatio float64
 	TrainLoss        float64
-	Rejected         map[string]uint64
+	Rejected         map[node.RejectReason]uint64
 }
 
 // ObserveCore copies what the live view needs out of n. It must run on the
@@ -159,7 +159,7 @@ func (b *LiveBoard) observe(a *Daemon) {
 	traffic := a.net.PeerTraffic()
 	st := liveview.State{
 		Mode: "run", Self: a.self, Iterations: a.cfg.Settings.Iterations, Staleness: a.cfg.Settings.Staleness,
-		Rejected:    v.Rejected,
+		Rejected:    reasonCounts(v.Rejected),
 		VectorClock: liveview.VectorClock{Origins: v.Members, Rows: []liveview.ClockRow{{Holder: v.ID, Clock: v.Clock, Clocks: v.Held}}},
 	}
 	for i, m := range v.Members {
@@ -232,4 +232,14 @@ func (b *LiveBoard) point(p liveview.Point) {
 	b.st.Curve = append(b.st.Curve, p)
 	b.st.Seq++
 	b.mu.Unlock()
+}
+
+// reasonCounts is a count by rejection reason keyed by the reasons' names,
+// as the live view's state holds them.
+func reasonCounts(counts map[node.RejectReason]uint64) map[string]uint64 {
+	named := make(map[string]uint64, len(counts))
+	for reason, n := range counts {
+		named[string(reason)] += n
+	}
+	return named
 }

@@ -25,7 +25,7 @@ type Metrics struct {
 	mu  sync.Mutex
 	s   metricsSnapshot
 	// rejected counts the cores' refusals by reason, as Reject hears them.
-	rejected map[string]uint64
+	rejected map[node.RejectReason]uint64
 }
 
 // Apply implements node.Tracer; applied frames are read from the core's
@@ -35,7 +35,7 @@ func (m *Metrics) Apply(string, uint64) {}
 // Reject implements node.Tracer: it counts the refusal under its reason.
 func (m *Metrics) Reject(reason node.RejectReason) {
 	m.mu.Lock()
-	m.rejected[string(reason)]++
+	m.rejected[reason]++
 	m.mu.Unlock()
 }
 
@@ -92,7 +92,7 @@ var (
 // NewMetrics returns metrics on a registry of their own (plus the Go and
 // process collectors).
 func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), rejected: map[string]uint64{}}
+	m := &Metrics{reg: prometheus.NewRegistry(), rejected: map[node.RejectReason]uint64{}}
 	m.reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -149,11 +149,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	// that dashboards and alerts see the series before the first refusal.
 	known := node.RejectReasons()
 	for _, reason := range known {
-		counter(descRejected, float64(rejected[reason]), reason)
+		counter(descRejected, float64(rejected[reason]), string(reason))
 	}
 	for reason, v := range rejected {
 		if !slices.Contains(known, reason) {
-			counter(descRejected, float64(v), reason)
+			counter(descRejected, float64(v), string(reason))
 		}
 	}
 	counter(descStreams, s.oversized, "oversized")

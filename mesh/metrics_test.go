@@ -28,7 +28,7 @@ func TestMetricsExportedFromTheStart(t *testing.T) {
 		`sketchmesh_build_info{commit="` + BuildInfo().Commit + `",go_version="` + BuildInfo().GoVersion + `",version="` + BuildInfo().Version + `"} 1`,
 	}
 	for _, r := range node.RejectReasons() {
-		want = append(want, `sketchmesh_frames_rejected_total{reason="`+r+`"} 0`)
+		want = append(want, `sketchmesh_frames_rejected_total{reason="`+string(r)+`"} 0`)
 	}
 	for _, w := range want {
 		if !strings.Contains(body, w+"\n") {

@@ -44,7 +44,7 @@ func TestProtocolDocMatchesCode(t *testing.T) {
 		}
 	}
 	for _, r := range node.RejectReasons() {
-		if !strings.Contains(string(doc), "`"+r+"`") {
+		if !strings.Contains(string(doc), "`"+string(r)+"`") {
 			t.Errorf("docs/protocol.md does not name the rejection reason %s", r)
 		}
 	}

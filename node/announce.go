@@ -131,29 +131,29 @@ const (
 // Rejection reasons of the membership protocol, in Stats.Rejected.
 const (
 	// RejectBadAnnouncement: an announcement that does not parse.
-	RejectBadAnnouncement = "bad_announcement"
+	RejectBadAnnouncement RejectReason = "bad_announcement"
 	// RejectForgedAnnouncement: a signature that is missing or does not
 	// verify, or an admit whose signer is not a current member.
-	RejectForgedAnnouncement = "forged_announcement"
+	RejectForgedAnnouncement RejectReason = "forged_announcement"
 	// RejectStaleIncarnation: an announcement about an incarnation below
 	// the highest known for its peer.
-	RejectStaleIncarnation = "stale_incarnation"
+	RejectStaleIncarnation RejectReason = "stale_incarnation"
 	// RejectStaleHello: a hello whose sequence number is not above the last
 	// one seen of its member (a delayed or replayed hello).
-	RejectStaleHello = "stale_hello"
+	RejectStaleHello RejectReason = "stale_hello"
 	// RejectNotAdmitted: a hello of an id that is not a member and carries
 	// no valid admission, or an announcement about a non-member.
-	RejectNotAdmitted = "not_admitted"
+	RejectNotAdmitted RejectReason = "not_admitted"
 	// RejectReadmit: an admit of a member known at another entry; one
 	// incarnation has one entry.
-	RejectReadmit = "readmit"
+	RejectReadmit RejectReason = "readmit"
 	// RejectAdmitLimit: an admit by a member that already has
 	// MaxSilentAdmits admitted members nobody has heard from.
-	RejectAdmitLimit = "admit_limit"
+	RejectAdmitLimit RejectReason = "admit_limit"
 	// RejectAcrossGap: an update of a member admitted from across a gap
 	// this node may never close (see admittedAcrossGap), refused until the
 	// gap closes or the sides of the split are settled.
-	RejectAcrossGap = "across_gap"
+	RejectAcrossGap RejectReason = "across_gap"
 )
 
 // MaxSilentAdmits bounds the members one member's admits may bring in that

@@ -74,7 +74,7 @@ const (
 
 // RejectBadGone counts gone notices that do not parse or do not come from
 // the origin they speak of.
-const RejectBadGone = "bad_gone"
+const RejectBadGone RejectReason = "bad_gone"
 
 // ErrBadGone is wrapped by every gone notice decoding error.
 var ErrBadGone = errors.New("bad gone notice")

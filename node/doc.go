@@ -86,7 +86,9 @@
 // counted by reason (a RejectReason) in Stats.Rejected; nothing of it is
 // applied or relayed. A Tracer (Config.Tracer, after go-libp2p-pubsub's
 // RawTracer) hears of each refusal and of each update the view takes, as
-// the core counts them.
+// the core counts them: mesh.Metrics, the testnet's reports and the attack
+// report (through a RejectTally per run) and the simulator's report (one
+// RejectTally for every core) read their rejection counts from it.
 // In a signed mesh (Config.Auth), an update whose signature verifies but
 // whose content is refused (a frame that does not decode, NaN, a norm past
 // the bound) still counts as its origin's update for that clock, with

@@ -440,7 +440,7 @@ func (n *Node) observeRound() {
 
 // RejectSignFailed counts announcements this node could not sign (and so
 // did not send).
-const RejectSignFailed = "sign_failed"
+const RejectSignFailed RejectReason = "sign_failed"
 
 // sign fills a's signature; false when the node cannot sign (the
 // announcement is then not sent).

@@ -181,41 +181,38 @@ const (
 var ErrFactorConfig = errors.New("sufficient factors need softmax, plain SGD, no L2 and no error feedback")
 
 // Rejection reasons, as counted in Stats.Rejected and told to a Tracer.
-// The constants are untyped so that they index Stats.Rejected (a map by
-// string, which reports and the JSON of every report key on) as well as
-// they name a RejectReason.
 const (
-	RejectBadEnvelope = "bad_envelope"
-	RejectNotMember   = "not_member"
-	RejectDuplicate   = "duplicate"
-	RejectBadClock    = "bad_clock"
-	RejectClockAhead  = "clock_ahead"
-	RejectBadFrame    = "bad_frame"
-	RejectBadShape    = "bad_shape"
-	RejectBadFactors  = "bad_factors"
-	RejectNorm        = "norm"
+	RejectBadEnvelope RejectReason = "bad_envelope"
+	RejectNotMember   RejectReason = "not_member"
+	RejectDuplicate   RejectReason = "duplicate"
+	RejectBadClock    RejectReason = "bad_clock"
+	RejectClockAhead  RejectReason = "clock_ahead"
+	RejectBadFrame    RejectReason = "bad_frame"
+	RejectBadShape    RejectReason = "bad_shape"
+	RejectBadFactors  RejectReason = "bad_factors"
+	RejectNorm        RejectReason = "norm"
 	// RejectAfterLeave counts updates of a member above the last clock it
 	// announced when it left: nobody asks for those, so applying them
 	// would make views differ.
-	RejectAfterLeave = "after_leave"
+	RejectAfterLeave RejectReason = "after_leave"
 	// RejectLateGap counts updates for rows already committed that do not
 	// continue their origin's contiguous updates: the rows take them only
 	// in order (see commit), so they are asked for again once the gap
 	// below them closes.
-	RejectLateGap = "late_gap"
+	RejectLateGap RejectReason = "late_gap"
 	// RejectLateRelayed counts updates of a live member for rows already
 	// committed that another member passed on before the origin itself
 	// showed it still keeps them (see catchup.go): they may be updates its
 	// origin already answers "gone" for.
-	RejectLateRelayed = "late_relayed"
+	RejectLateRelayed RejectReason = "late_relayed"
 	// RejectBadSignature and RejectNaN are defined with the checks that
 	// count them (sign.go, robust.go).
 )
 
 // RejectReasons lists every reason Stats.Rejected counts, so that a
 // monitor can show each at zero before the first rejection.
-func RejectReasons() []string {
-	return []string{RejectBadEnvelope, RejectNotMember, RejectDuplicate, RejectBadClock, RejectClockAhead,
+func RejectReasons() []RejectReason {
+	return []RejectReason{RejectBadEnvelope, RejectNotMember, RejectDuplicate, RejectBadClock, RejectClockAhead,
 		RejectBadFrame, RejectBadShape, RejectBadFactors, RejectNorm, RejectAfterLeave, RejectBadSignature,
 		RejectNaN, RejectBadSync, RejectSyncBudget, RejectMarkedRefused,
 		RejectBadAnnouncement, RejectForgedAnnouncement, RejectStaleIncarnation, RejectStaleHello,
@@ -235,7 +232,7 @@ type Stats struct {
 	// Frames of this node's own updates, by form.
 	FactorFramesSent uint64
 	DeltaFramesSent  uint64
-	Rejected         map[string]uint64
+	Rejected         map[RejectReason]uint64
 	LastLoss         float64 // mean training loss of the last mini-batch
 	// Staleness observed at each read (the start of an iteration).
 	StalenessMax uint64
@@ -436,7 +433,7 @@ func New(cfg Config) (*Node, error) {
 		pending:       map[uint64][]pendingUpdate{},
 		outbox:        map[string][]Update{},
 		sampler:       newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
-		stats:         Stats{Rejected: map[string]uint64{}},
+		stats:         Stats{Rejected: map[RejectReason]uint64{}},
 		digestEvery:   DigestEvery(cfg.Model.NumParams()),
 		tracer:        cfg.Tracer,
 	}
@@ -515,7 +512,7 @@ func (n *Node) allAtLeast(c uint64) bool {
 func (n *Node) Stats() Stats {
 	s := n.stats
 	s.Clock = n.clock
-	s.Rejected = make(map[string]uint64, len(n.stats.Rejected))
+	s.Rejected = make(map[RejectReason]uint64, len(n.stats.Rejected))
 	for k, v := range n.stats.Rejected {
 		s.Rejected[k] = v
 	}
@@ -947,7 +944,7 @@ func (n *Node) observeStaleness() {
 }
 
 func (n *Node) reject(reason RejectReason) {
-	n.stats.Rejected[string(reason)]++
+	n.stats.Rejected[reason]++
 	n.rejections++
 	n.tracer.Reject(reason)
 }

@@ -27,7 +27,7 @@ func TestRejections(t *testing.T) {
 	cases := []struct {
 		name   string
 		data   []byte
-		reason string
+		reason RejectReason
 	}{
 		{"garbage", []byte("not an envelope"), RejectBadEnvelope},
 		{"not a member", EncodeEnvelope([]Update{{Origin: "intruder", Clock: 1, Frame: good}}), RejectNotMember},
@@ -92,7 +92,7 @@ func TestFactorFrameRejections(t *testing.T) {
 	cases := []struct {
 		name   string
 		frame  []byte
-		reason string
+		reason RejectReason
 	}{
 		{"four classes for a three-class model", frame(4, 1), RejectBadFactors},
 		{"norm above the bound", frame(3, 1000), RejectNorm},

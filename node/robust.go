@@ -45,7 +45,7 @@ import (
 // first update it accepts is checked for finite values only.
 
 // RejectNaN counts updates holding a NaN or infinite value.
-const RejectNaN = "nan"
+const RejectNaN RejectReason = "nan"
 
 // RobustConfig tunes the screen of incoming updates. The zero value is the
 // default: NaN refusal, a norm bound of 100 times the recent median in a

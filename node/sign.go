@@ -71,7 +71,7 @@ func MessageBytes(mesh string, msg []byte) []byte {
 
 // RejectBadSignature counts updates whose signature is missing or does not
 // verify, in a mesh with an Authenticator.
-const RejectBadSignature = "bad_signature"
+const RejectBadSignature RejectReason = "bad_signature"
 
 // ErrBadSignature is wrapped by Authenticator implementations' verification
 // errors.
@@ -143,7 +143,7 @@ func (n *Node) skip(u Update) {
 // RejectMarkedRefused counts updates a node's starting snapshot marked as
 // refused by its donor (Snapshot.Refused): they are heard and relayed, and
 // nothing of them is applied.
-const RejectMarkedRefused = "marked_refused"
+const RejectMarkedRefused RejectReason = "marked_refused"
 
 // markRefused remembers that update id was refused, for the snapshots this
 // node gives (see Node.Snapshot). Only updates above the committed rows

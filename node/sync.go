@@ -74,11 +74,11 @@ const (
 )
 
 // RejectBadSync counts sync requests that do not parse, in Stats.Rejected.
-const RejectBadSync = "bad_sync"
+const RejectBadSync RejectReason = "bad_sync"
 
 // RejectSyncBudget counts sync requests dropped because the answers queued
 // for their sender since the last Ready already hold MaxReplyBytes.
-const RejectSyncBudget = "sync_budget"
+const RejectSyncBudget RejectReason = "sync_budget"
 
 // ErrBadSync is wrapped by every sync decoding error.
 var ErrBadSync = errors.New("bad sync request")

@@ -1,5 +1,7 @@
 package node
 
+import "maps"
+
 // RejectReason names why the node refused an input: one of the Reject*
 // constants (RejectReasons lists them), the keys of Stats.Rejected.
 type RejectReason string
@@ -27,3 +29,32 @@ func (NoTracer) Apply(string, uint64) {}
 
 // Reject implements Tracer.
 func (NoTracer) Reject(RejectReason) {}
+
+// RejectTally is a Tracer that counts refusals by reason. Given as the
+// Tracer of several cores it is the one tally of their refusals that a
+// report reads, cores that a run replaced (a rejoin builds a new one)
+// included. The zero value is ready; it is not safe for concurrent use.
+type RejectTally struct {
+	counts map[RejectReason]uint64
+}
+
+// Apply implements Tracer.
+func (*RejectTally) Apply(string, uint64) {}
+
+// Reject implements Tracer: it counts the refusal under its reason.
+func (t *RejectTally) Reject(reason RejectReason) {
+	if t.counts == nil {
+		t.counts = map[RejectReason]uint64{}
+	}
+	t.counts[reason]++
+}
+
+// Counts returns a copy of the tally, by reason (empty, not nil, before the
+// first refusal).
+func (t *RejectTally) Counts() map[RejectReason]uint64 {
+	out := make(map[RejectReason]uint64, len(t.counts))
+	maps.Copy(out, t.counts)
+	return out
+}
+
+var _ Tracer = (*RejectTally)(nil)

@@ -65,8 +65,8 @@ var ErrUnverified = errors.New("snapshot rows not verified")
 // RejectSnapshotMismatch and RejectSnapshotUnverified count the snapshots
 // a joiner refused, by reason.
 const (
-	RejectSnapshotMismatch   = "snapshot_mismatch"
-	RejectSnapshotUnverified = "snapshot_unverified"
+	RejectSnapshotMismatch   RejectReason = "snapshot_mismatch"
+	RejectSnapshotUnverified RejectReason = "snapshot_unverified"
 )
 
 // maxRowHolds bounds the clocks a node holds its commits at for joiners at

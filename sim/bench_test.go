@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 // BenchmarkSimulate runs the simulator at the defaults of `simulate` (adam,
@@ -27,9 +29,10 @@ func BenchmarkSimulate(b *testing.B) {
 		b.Fatal(err)
 	}
 	cfg := Config{
-		Nodes: p, Train: d[0].Hashed(16), Test: d[1].Hashed(16), Model: "lr", Optimizer: "adam",
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 10, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
-		Staleness: 2, FlushDelay: time.Millisecond,
+		Nodes: p, Train: d[0].Hashed(16), Test: d[1].Hashed(16), Training: netmodel.Training{
+			Model: "lr", Optimizer: "adam", LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 10,
+			Seed: 1, Codec: "sketchml", ErrorFeedback: true, Staleness: 2,
+		}, FlushDelay: time.Millisecond,
 	}
 	for b.Loop() {
 		r, err := Run(context.Background(), cfg)

@@ -7,10 +7,10 @@
 //
 // It stands apart from package testnet, which runs real libp2p hosts over
 // loopback sockets: the simulator opens no socket and its nodes keep
-// virtual time, so a run replays exactly. It takes from
-// testnet only the description a run shares with it: the network
-// (testnet.LinkProfile), the exchange settings (testnet.Exchange) and the
-// overlay (testnet.Router).
+// virtual time, so a run replays exactly. What it shares with the testnet
+// is the description of a run in package netmodel: the network
+// (netmodel.LinkProfile), the exchange settings (netmodel.Exchange) and the
+// overlay (netmodel.Router). It imports no libp2p (TestNoLibp2p).
 //
 //   - sim.go: the configuration, building the nodes and the run loop.
 //   - queue.go: the event queue and the trace hash.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
-	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 // runSim runs cfg and returns the simulator, for a look at its cores, with
@@ -111,7 +111,7 @@ at end: assert undelivered == 0`
 			cfg.Topology = "full"
 		}
 		if seed%4 >= 2 {
-			if cfg.WAN, err = testnet.ParseLinkProfile("geo3"); err != nil {
+			if cfg.WAN, err = netmodel.ParseLinkProfile("geo3"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -150,7 +150,7 @@ at end: assert undelivered == 0`
 // entry, from the admission its hellos carry once the partition heals.
 func TestSimJoinAnnouncement(t *testing.T) {
 	cfg := simConfig(t, 6, 30, 4)
-	wan, err := testnet.ParseLinkProfile("geo3")
+	wan, err := netmodel.ParseLinkProfile("geo3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ at end: assert undelivered == 0`
 		if seed%2 == 0 {
 			cfg.Topology = "full"
 		}
-		if cfg.WAN, err = testnet.ParseLinkProfile("geo3,jitter=20ms"); err != nil {
+		if cfg.WAN, err = netmodel.ParseLinkProfile("geo3,jitter=20ms"); err != nil {
 			t.Fatal(err)
 		}
 		label := fmt.Sprintf("seed %d (s=%d, %s)", seed, cfg.Staleness, cfg.Topology)

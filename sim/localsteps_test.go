@@ -4,15 +4,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
-	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 func geo3SimConfig(t *testing.T) Config {
 	t.Helper()
 	cfg := simConfig(t, 6, 32, 3)
 	cfg.Codec, cfg.ErrorFeedback, cfg.Staleness, cfg.Topology = "sketchml", true, 1, "full"
-	wan, err := testnet.ParseLinkProfile("geo3")
+	wan, err := netmodel.ParseLinkProfile("geo3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,11 +28,11 @@ func geo3SimConfig(t *testing.T) Config {
 func TestSimLocalSteps(t *testing.T) {
 	base := simulate(t, geo3SimConfig(t))
 	cfg := geo3SimConfig(t)
-	cfg.Exchange = testnet.Exchange{LocalSteps: 1, Outer: node.OuterSGD, OuterRate: 1}
+	cfg.Exchange = netmodel.Exchange{LocalSteps: 1, Outer: node.OuterSGD, OuterRate: 1}
 	if r := simulate(t, cfg); r.TraceHash != base.TraceHash || r.FinalTestLoss != base.FinalTestLoss {
 		t.Fatalf("explicit one step: trace %s loss %v, defaults %s %v", r.TraceHash, r.FinalTestLoss, base.TraceHash, base.FinalTestLoss)
 	}
-	cfg.Exchange = testnet.Exchange{LocalSteps: 4}
+	cfg.Exchange = netmodel.Exchange{LocalSteps: 4}
 	r := simulate(t, cfg)
 	if r.NodeIterations != base.NodeIterations || r.NodeIterations != 6*32 {
 		t.Fatalf("node iterations %d with 4 local steps, %d with 1, want %d", r.NodeIterations, base.NodeIterations, 6*32)
@@ -47,7 +47,7 @@ func TestSimLocalSteps(t *testing.T) {
 }
 
 func TestSimRefusesBadExchange(t *testing.T) {
-	for _, e := range []testnet.Exchange{{LocalSteps: -1}, {OuterRate: -1}, {Outer: "adam"}} {
+	for _, e := range []netmodel.Exchange{{LocalSteps: -1}, {OuterRate: -1}, {Outer: "adam"}} {
 		cfg := geo3SimConfig(t)
 		cfg.Exchange = e
 		if _, err := Run(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "local-step") {
@@ -61,7 +61,7 @@ func TestSimRefusesBadExchange(t *testing.T) {
 func TestSimBudget(t *testing.T) {
 	base := simulate(t, geo3SimConfig(t))
 	cfg := geo3SimConfig(t)
-	cfg.Exchange = testnet.Exchange{BudgetBytes: 300, Priority: node.PriorityRelative}
+	cfg.Exchange = netmodel.Exchange{BudgetBytes: 300, Priority: node.PriorityRelative}
 	r := simulate(t, cfg)
 	if r.NodeIterations != 6*32 || r.ViewDigestsCompared == 0 || r.Invariants.ViewDivergence != 0 || r.Invariants.AppliedTwice != 0 {
 		t.Fatalf("node iterations %d, digests compared %d, invariants %+v", r.NodeIterations, r.ViewDigestsCompared, r.Invariants)

@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"testing"
 	"time"
+
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 // TestSimRelaysBatch checks the overlay's promise at the defaults of
@@ -21,9 +23,10 @@ func TestSimRelaysBatch(t *testing.T) {
 	bound := 2 * float64(bits.Len(uint(p-1)))
 	run := func(window time.Duration) float64 {
 		cfg := Config{
-			Nodes: p, Train: d[0].Hashed(12), Test: d[1].Hashed(12), Model: "lr", Optimizer: "adam",
-			LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 20, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
-			Staleness: 2, FlushDelay: window,
+			Nodes: p, Train: d[0].Hashed(12), Test: d[1].Hashed(12), Training: netmodel.Training{
+				Model: "lr", Optimizer: "adam", LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 20,
+				Seed: 1, Codec: "sketchml", ErrorFeedback: true, Staleness: 2,
+			}, FlushDelay: window,
 		}
 		r := simulate(t, cfg)
 		if !r.Invariants.OK {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // Report is the outcome of a simulated run. Field names are part of the
@@ -87,10 +89,11 @@ type Report struct {
 	BlockedSecondsPerNode float64 `json:"blocked_seconds_per_node"`
 	// Dropped counts messages lost on links ("loss"), cut by a partition
 	// ("partition") or addressed to a dead node ("dead"); Duplicated counts
-	// extra copies delivered; Rejected the cores' rejections by reason.
-	Dropped    map[string]uint64 `json:"dropped"`
-	Duplicated uint64            `json:"duplicated"`
-	Rejected   map[string]uint64 `json:"rejected"`
+	// extra copies delivered; Rejected the cores' rejections by reason, as
+	// their Tracer counted them (cores a rejoin replaced included).
+	Dropped    map[string]uint64            `json:"dropped"`
+	Duplicated uint64                       `json:"duplicated"`
+	Rejected   map[node.RejectReason]uint64 `json:"rejected"`
 	// RetainedFramesPerNode is the mean number of frames a node keeps for
 	// retransmission at the end.
 	RetainedFramesPerNode float64 `json:"retained_frames_per_node"`
@@ -199,7 +202,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		SyncRequestBytes:     s.syncBytes,
 		Dropped:              s.dropped,
 		Duplicated:           s.dups,
-		Rejected:             map[string]uint64{},
+		Rejected:             s.rejected.Counts(),
 		Assertions:           s.assertions,
 		Joined:               s.joined,
 		Rejoined:             s.rejoins,
@@ -227,10 +230,6 @@ func (s *sim) report(wall time.Duration) *Report {
 	var retained int
 	hasAcc := true
 	for _, n := range s.nodes {
-		st := n.core.Stats()
-		for reason, c := range st.Rejected {
-			r.Rejected[reason] += c
-		}
 		ss := n.core.SyncStats()
 		r.UpdatesResent += ss.UpdatesResent
 		r.ViewDigestsCompared += ss.DigestsCompared

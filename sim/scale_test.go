@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sketchmesh/sketchmesh/testnet"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 // TestSimScale produces the simulator's figures. It is skipped unless
@@ -86,7 +86,7 @@ func TestSimScale(t *testing.T) {
 	}
 	if run("geo") {
 		for _, net := range []string{"geo3", "geo3,loss=0.01"} {
-			wan, err := testnet.ParseLinkProfile(net)
+			wan, err := netmodel.ParseLinkProfile(net)
 			if err != nil {
 				t.Fatal(err)
 			}

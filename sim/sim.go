@@ -20,8 +20,8 @@ import (
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
-	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
 // Config describes one simulated run. Zero durations pick the defaults
@@ -36,20 +36,9 @@ type Config struct {
 	// brings rows nobody has trained on. With more nodes than rows, node i
 	// gets row i mod rows alone: some rows then sit on two nodes.
 	Train, Test *dataset.Dataset
-	Model       model.Kind
-	Optimizer   model.OptimizerKind
-	LR, L2      float64
-	// Batch is the mini-batch per node: a fraction of the node's shard when
-	// below 1, a row count otherwise.
-	Batch         float64
-	Iterations    int
-	Seed          uint64
-	Codec         string
-	ErrorFeedback bool
-	Staleness     int
-	// Exchange sets local steps and the outer step; scenario steps and
-	// progress count exchanges (the nodes' clocks).
-	Exchange testnet.Exchange
+	// Training is what the nodes train; scenario steps and progress count
+	// exchanges (the nodes' clocks).
+	netmodel.Training
 	// Topology is "halton" (the default) or "full".
 	Topology string
 	// Sites is "auto" (the default: each node announces the site label its
@@ -57,7 +46,7 @@ type Config struct {
 	// the labels they hear, see sites.go) or "off" (the flat overlay).
 	Sites string
 	// WAN is the network; the zero value is ParseLinkProfile("lan").
-	WAN testnet.LinkProfile
+	WAN netmodel.LinkProfile
 	// ComputeTime is the virtual time one iteration takes (default 10 ms).
 	// Each iteration draws its own time uniformly within ±10 % of it, so
 	// nodes do not move in artificial lockstep; a "slow" step multiplies it.
@@ -226,17 +215,17 @@ func (c *Config) validate() error {
 	case c.ComputeTime < 0 || c.SyncTimeout < 0 || c.SyncInterval < 0 || c.DetectionDelay < 0 || c.FlushDelay < 0 || c.Tick < 0:
 		return errors.New("compute time, sync timeout, sync interval, detection delay, flush delay and tick must be >= 0")
 	}
-	if err := testnet.ValidateRun(c.Train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+	if err := c.Training.Validate(c.Train, c.Test); err != nil {
 		return err
 	}
-	if err := testnet.CheckSitesMode(&c.Sites); err != nil {
+	if err := netmodel.CheckTopology(&c.Topology); err != nil {
 		return err
 	}
-	if err := c.Exchange.Validate(); err != nil {
+	if err := netmodel.CheckSitesMode(&c.Sites); err != nil {
 		return err
 	}
 	if c.WAN.Sites == 0 {
-		lan, err := testnet.ParseLinkProfile("lan")
+		lan, err := netmodel.ParseLinkProfile("lan")
 		if err != nil {
 			return err
 		}
@@ -334,11 +323,13 @@ type sim struct {
 	now   int64
 	rng   *rand.Rand
 	trace simTrace
+	// rejected is every core's Tracer: the one tally of their refusals.
+	rejected node.RejectTally
 
 	busy     []int64 // per directed link, when it is free again
 	lat      [][]int64
 	bw       [][]float64
-	net      testnet.LinkProfile // with the scenario's loss, dup and reorder
+	net      netmodel.LinkProfile // with the scenario's loss, dup and reorder
 	jitter   float64
 	tick     int64
 	timeout  int64
@@ -358,7 +349,7 @@ type sim struct {
 	shuffled *dataset.Dataset
 	// routers holds the overlays of the live sets nodes have, keyed by
 	// the set and its site labels.
-	routers map[string]testnet.Router
+	routers map[string]netmodel.Router
 	joined  int
 	// rejoins counts the new incarnations of nodes that fell behind the
 	// frame history.
@@ -421,7 +412,7 @@ func newSim(cfg Config) (*sim, error) {
 		evalEvery: uint64(max(1, cfg.Iterations/10)),
 		mdl:       mdl,
 		cdc:       cdc,
-		routers:   map[string]testnet.Router{},
+		routers:   map[string]netmodel.Router{},
 	}
 	if cfg.EvalEvery > 0 {
 		s.evalEvery = uint64(cfg.EvalEvery)
@@ -457,7 +448,7 @@ func newSim(cfg Config) (*sim, error) {
 	}
 	s.measureSites()
 	router := s.overlay(s.ids[:cfg.Nodes], s.labels)
-	s.hops, s.sites = router.MeanHops(), testnet.SiteCount(router)
+	s.hops, s.sites = router.MeanHops(), netmodel.SiteCount(router)
 	for _, n := range s.nodes {
 		if n.core, err = s.newCore(n.idx, nil, nil); err != nil {
 			return nil, err
@@ -501,6 +492,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		DecodeCache:   s.cache,
 		Start:         start,
 		Admission:     admission,
+		Tracer:        &s.rejected,
 	}
 	if start == nil {
 		nc.Members = s.ids[:cfg.Nodes]
@@ -519,7 +511,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 
 // overlay returns the overlay over a live set and the site labels its
 // members announced; nodes with the same set and labels share one.
-func (s *sim) overlay(live []string, site map[string]string) testnet.Router {
+func (s *sim) overlay(live []string, site map[string]string) netmodel.Router {
 	if !siteAware(live, site) {
 		// halton.BuildSites builds the flat overlay over the live set
 		// whatever the labels: one key for all of them.
@@ -538,7 +530,7 @@ func (s *sim) overlay(live []string, site map[string]string) testnet.Router {
 	if len(s.routers) >= 64 {
 		clear(s.routers)
 	}
-	r := testnet.NewSiteRouter(s.cfg.Topology, live, site)
+	r := netmodel.NewSiteRouter(s.cfg.Topology, live, site)
 	s.routers[key.String()] = r
 	return r
 }
@@ -566,7 +558,7 @@ type lazyRouter struct {
 	s    *sim
 	live []string
 	site map[string]string
-	r    testnet.Router
+	r    netmodel.Router
 }
 
 func (s *sim) lazyOverlay(live []string, site map[string]string) node.Router {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
-	"github.com/sketchmesh/sketchmesh/testnet"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 var simData = sync.OnceValues(func() ([2]*dataset.Dataset, error) {
@@ -32,8 +32,10 @@ func simConfig(t testing.TB, nodes, iterations int, seed uint64) Config {
 		t.Fatal(err)
 	}
 	return Config{
-		Nodes: nodes, Train: d[0], Test: d[1], Model: model.LogisticRegression, Optimizer: model.SGD,
-		LR: 1, L2: 1e-4, Batch: 0.1, Iterations: iterations, Seed: seed, Codec: "raw",
+		Nodes: nodes, Train: d[0], Test: d[1], Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.SGD, LR: 1, L2: 1e-4,
+			Batch: 0.1, Iterations: iterations, Seed: seed, Codec: "raw",
+		},
 	}
 }
 
@@ -179,7 +181,7 @@ func TestSimRestartAndStraggler(t *testing.T) {
 // site pair's one-way latency.
 func TestSimGeo3Latency(t *testing.T) {
 	cfg := simConfig(t, 6, 10, 1)
-	wan, err := testnet.ParseLinkProfile("geo3")
+	wan, err := netmodel.ParseLinkProfile("geo3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ func TestSimGeo3Latency(t *testing.T) {
 // Messages on one link queue behind each other at the link's bandwidth.
 func TestSimLinkQueueing(t *testing.T) {
 	cfg := simConfig(t, 2, 1, 1)
-	wan, err := testnet.ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 MB/s: 1 ms per 1000 bytes
+	wan, err := netmodel.ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 MB/s: 1 ms per 1000 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +442,7 @@ func TestSimStress(t *testing.T) {
 			if seed%3 == 0 {
 				cfg.FlushDelay = time.Millisecond
 			}
-			if cfg.WAN, err = testnet.ParseLinkProfile(networks[seed%4]); err != nil {
+			if cfg.WAN, err = netmodel.ParseLinkProfile(networks[seed%4]); err != nil {
 				t.Fatal(err)
 			}
 			r := simulate(t, cfg)

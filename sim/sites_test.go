@@ -3,7 +3,7 @@ package sim
 import (
 	"testing"
 
-	"github.com/sketchmesh/sketchmesh/testnet"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 // On geo3 the site-aware overlay sends each update across one inter-site
@@ -12,7 +12,7 @@ import (
 // time, well below the flat overlay's, and every topology ends with the
 // same model bit for bit.
 func TestSimSitesCutTheWANHops(t *testing.T) {
-	wan, err := testnet.ParseLinkProfile("geo3")
+	wan, err := netmodel.ParseLinkProfile("geo3")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/sketchmesh/sketchmesh/attack"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // adversary is the hook through which Run hosts a hostile peer (package
@@ -20,7 +22,7 @@ type adversary interface {
 	// members returns the mesh's member ids given the nodes'.
 	members(ids []string) []string
 	// router returns the run's overlay given the nodes'.
-	router(r Router) Router
+	router(r netmodel.Router) netmodel.Router
 	// donor is the host a joiner asks first, nil for none.
 	donor() *mesh.Host
 	// start launches the attack once the nodes run; stop ends it.
@@ -28,7 +30,7 @@ type adversary interface {
 	stop()
 	// report is what the attack did to members (nil when nothing to
 	// report); joined is how many updates a joiner owed every node.
-	report(members []*member, iterations int, joined uint64) *AttackReport
+	report(members []*member, rejected map[node.RejectReason]uint64, iterations int, joined uint64) *AttackReport
 }
 
 // AttackKinds lists the hostile peer's kinds (attack.Kinds).
@@ -90,12 +92,14 @@ func victimsOf(members []*member) []attack.Victim {
 // noAdversary is a run without a hostile peer.
 type noAdversary struct{}
 
-func (noAdversary) members(ids []string) []string               { return ids }
-func (noAdversary) router(r Router) Router                      { return r }
-func (noAdversary) donor() *mesh.Host                           { return nil }
-func (noAdversary) start(context.Context)                       {}
-func (noAdversary) stop()                                       {}
-func (noAdversary) report([]*member, int, uint64) *AttackReport { return nil }
+func (noAdversary) members(ids []string) []string            { return ids }
+func (noAdversary) router(r netmodel.Router) netmodel.Router { return r }
+func (noAdversary) donor() *mesh.Host                        { return nil }
+func (noAdversary) start(context.Context)                    {}
+func (noAdversary) stop()                                    {}
+func (noAdversary) report([]*member, map[node.RejectReason]uint64, int, uint64) *AttackReport {
+	return nil
+}
 
 // hostile hosts an attack.Attacker; a member attacker sits on the overlay
 // as a leaf and counts among the members.
@@ -108,7 +112,7 @@ func (h hostile) members(ids []string) []string {
 	return append(slices.Clone(ids), h.a.ID())
 }
 
-func (h hostile) router(r Router) Router {
+func (h hostile) router(r netmodel.Router) netmodel.Router {
 	if !h.a.Member() {
 		return r
 	}
@@ -125,6 +129,6 @@ func (h hostile) donor() *mesh.Host {
 func (h hostile) start(ctx context.Context) { h.a.Start(ctx) }
 func (h hostile) stop()                     { h.a.Stop() }
 
-func (h hostile) report(members []*member, iterations int, joined uint64) *AttackReport {
-	return h.a.Report(victimsOf(members), iterations, joined)
+func (h hostile) report(members []*member, rejected map[node.RejectReason]uint64, iterations int, joined uint64) *AttackReport {
+	return h.a.Report(victimsOf(members), rejected, iterations, joined)
 }

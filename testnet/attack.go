@@ -16,6 +16,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/attack"
 	"github.com/sketchmesh/sketchmesh/mesh"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -213,7 +214,7 @@ func (c *Config) meshName() string {
 // sends it its own update directly, nobody relays through it, and what it
 // sends it sends to everyone itself.
 type leafRouter struct {
-	Router
+	netmodel.Router
 	leaf string
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/attack"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -21,8 +22,11 @@ import (
 func TestHostilePeers(t *testing.T) {
 	train, test := builtin(t, "rcv1")
 	cfg := Config{
-		Nodes: 6, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 150, Seed: 1, Codec: "sketchml", ErrorFeedback: true, Staleness: 2,
+		Nodes: 6, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+			Batch: 0.1, Iterations: 150, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
+			Staleness: 2,
+		},
 		// A made-up joiner (admit-forge) holds the gates until suspected.
 		DeadAfter: 2 * time.Second,
 	}
@@ -52,31 +56,31 @@ func TestHostilePeers(t *testing.T) {
 	// flight when the run ends: the attacker's own update of each clock
 	// is one the honest nodes wait for).
 	want := map[string]struct {
-		reasons []string
+		reasons []node.RejectReason
 		exact   bool
 	}{
-		"garbage":    {[]string{node.RejectBadEnvelope}, false},
-		"oversized":  {[]string{node.RejectBadFrame, "oversized", "truncated"}, false},
-		"headers":    {[]string{node.RejectBadEnvelope}, true},
-		"forged":     {[]string{node.RejectBadSignature}, true},
-		"replay":     {[]string{node.RejectDuplicate}, true},
-		"nan":        {[]string{node.RejectNaN}, true},
-		"norm":       {[]string{node.RejectNorm}, true},
-		"flood":      {[]string{node.RejectClockAhead, node.RejectDuplicate}, false},
-		"nopsk":      {[]string{"no_psk"}, true},
-		"notallowed": {[]string{"not_allowed"}, true},
+		"garbage":    {[]node.RejectReason{node.RejectBadEnvelope}, false},
+		"oversized":  {[]node.RejectReason{node.RejectBadFrame, "oversized", "truncated"}, false},
+		"headers":    {[]node.RejectReason{node.RejectBadEnvelope}, true},
+		"forged":     {[]node.RejectReason{node.RejectBadSignature}, true},
+		"replay":     {[]node.RejectReason{node.RejectDuplicate}, true},
+		"nan":        {[]node.RejectReason{node.RejectNaN}, true},
+		"norm":       {[]node.RejectReason{node.RejectNorm}, true},
+		"flood":      {[]node.RejectReason{node.RejectClockAhead, node.RejectDuplicate}, false},
+		"nopsk":      {[]node.RejectReason{"no_psk"}, true},
+		"notallowed": {[]node.RejectReason{"not_allowed"}, true},
 		// Membership: a member's made-up joiners count (up to the limit),
 		// the rest is refused; the stale incarnation's hellos and the
 		// amplified requests are still arriving when the run ends.
-		"admit-forge":       {[]string{node.RejectForgedAnnouncement, node.RejectAdmitLimit}, false},
-		"hello-forge":       {[]string{node.RejectNotAdmitted, node.RejectForgedAnnouncement}, true},
-		"stale-incarnation": {[]string{node.RejectStaleIncarnation}, false},
-		"leave-forge":       {[]string{node.RejectForgedAnnouncement}, true},
-		"sync-amplify":      {[]string{node.RejectSyncBudget}, false},
+		"admit-forge":       {[]node.RejectReason{node.RejectForgedAnnouncement, node.RejectAdmitLimit}, false},
+		"hello-forge":       {[]node.RejectReason{node.RejectNotAdmitted, node.RejectForgedAnnouncement}, true},
+		"stale-incarnation": {[]node.RejectReason{node.RejectStaleIncarnation}, false},
+		"leave-forge":       {[]node.RejectReason{node.RejectForgedAnnouncement}, true},
+		"sync-amplify":      {[]node.RejectReason{node.RejectSyncBudget}, false},
 		// The joiner refuses the liar's snapshot, pending frames and
 		// all; the members may refuse copies of the joiner's leave
 		// notice for the incarnation the liar admitted.
-		attack.DonorLie: {[]string{node.RejectSnapshotMismatch}, false},
+		attack.DonorLie: {[]node.RejectReason{node.RejectSnapshotMismatch}, false},
 	}
 	kinds := AttackKinds
 	if raceEnabled {
@@ -122,15 +126,15 @@ func TestHostilePeers(t *testing.T) {
 				t.Fatalf("tried %d, rejected %v", a.Tried, a.Rejected)
 			}
 			for _, r := range want[kind].reasons {
-				if a.Rejected[r] == 0 {
+				if a.Rejected[string(r)] == 0 {
 					t.Errorf("no %s among the rejections %v", r, a.Rejected)
 				}
 			}
 			if want[kind].exact && rejected != a.Tried {
 				t.Errorf("tried %d, rejected %d (%v): every hostile message must be refused", a.Tried, rejected, a.Rejected)
 			}
-			if kind == attack.DonorLie && a.Rejected[node.RejectSnapshotMismatch] != 1 {
-				t.Errorf("the joiner refused %d snapshots for their rows, want the liar's", a.Rejected[node.RejectSnapshotMismatch])
+			if kind == attack.DonorLie && a.Rejected[string(node.RejectSnapshotMismatch)] != 1 {
+				t.Errorf("the joiner refused %d snapshots for their rows, want the liar's", a.Rejected[string(node.RejectSnapshotMismatch)])
 			}
 			if rejected > a.Tried && kind != attack.DonorLie {
 				t.Errorf("rejected %d of %d tried (%v)", rejected, a.Tried, a.Rejected)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 // Node 0's progress points are scored off its training path, in order: the
@@ -13,8 +14,10 @@ import (
 func TestCurveScoredInOrder(t *testing.T) {
 	train, test := builtin(t, "rcv1")
 	rep := run(t, Config{
-		Nodes: 3, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 12, Seed: 1, Codec: "raw", Topology: "full", EvalEvery: 2,
+		Nodes: 3, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+			Batch: 0.1, Iterations: 12, Seed: 1, Codec: "raw",
+		}, Topology: "full", EvalEvery: 2,
 	})
 	if len(rep.Curve) < 7 {
 		t.Fatalf("curve of %d points, want 7 or 8 (iterations 0, 2, ..., 12 and the final model)", len(rep.Curve))

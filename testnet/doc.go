@@ -5,7 +5,7 @@
 //
 //   - Run starts several real libp2p hosts on 127.0.0.1, each driving a node
 //     core on its own shard of a data set, over loopback TCP or over links
-//     shaped like a WAN (LinkProfile, see links.go and wan.go; each member
+//     shaped like a WAN (netmodel.LinkProfile, see wan.go; each member
 //     sends through a mesh.ShapedTransport), and reports how training went. With
 //     Config.Attack it hosts a hostile peer (package attack) through one
 //     hook, the adversary interface (adversary.go); RunAttack compares the
@@ -14,6 +14,7 @@
 //     live web view (package liveview), taken on each node's own loop.
 //
 // The simulator, which runs the same node cores over modelled links on a
-// virtual clock, is package sim; it shares this package's description of a
-// run (LinkProfile, links.go; Exchange; the overlay Router).
+// virtual clock, is package sim; the description of a run both read (link
+// profiles, exchange settings, the overlay Router, the training) is package
+// netmodel.
 package testnet

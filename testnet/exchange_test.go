@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -13,9 +14,12 @@ import (
 func TestTestnetLocalSteps(t *testing.T) {
 	train, test := builtin(t, "rcv1")
 	rep := run(t, Config{
-		Nodes: 3, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 18, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
-		Topology: "full", Exchange: Exchange{LocalSteps: 4, Outer: node.OuterNesterov, OuterRate: 0.5},
+		Nodes: 3, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+			Batch: 0.1, Iterations: 18, Seed: 1, Codec: "sketchml", ErrorFeedback: true,
+			Exchange: netmodel.Exchange{LocalSteps: 4, Outer: node.OuterNesterov, OuterRate: 0.5},
+		},
+		Topology: "full",
 	})
 	if !rep.ViewsIdentical || len(rep.Rejected) != 0 || rep.LocalSteps != 4 {
 		t.Fatalf("views identical %v, rejected %v, local steps %d", rep.ViewsIdentical, rep.Rejected, rep.LocalSteps)

@@ -66,7 +66,7 @@ type joiner struct {
 	// snapshots it refused before, by reason; err why it did not join.
 	through string
 	entry   uint64
-	refused map[string]uint64
+	refused map[node.RejectReason]uint64
 }
 
 // startJoiner starts the joiner's host (nil when the run has none) and
@@ -93,7 +93,7 @@ func startJoiner(ctx context.Context, cfg Config, members []*member) (*joiner, e
 			return nil, fmt.Errorf("joiner: %w", err)
 		}
 	}
-	return &joiner{member: &member{host: h, net: h, allow: hc.Allow}, key: key, refused: map[string]uint64{}}, nil
+	return &joiner{member: &member{host: h, net: h, allow: hc.Allow}, key: key, refused: map[node.RejectReason]uint64{}}, nil
 }
 
 // fullAddr is m's first address with its peer id, as --join takes it.
@@ -200,7 +200,7 @@ func (j *joiner) check(r *AttackReport, members []*member, iterations int) {
 		return
 	}
 	for k, v := range j.refused {
-		r.Rejected[k] += v
+		r.Rejected[string(k)] += v
 	}
 	if j.core == nil {
 		r.Stalled = true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/liveview"
 	"github.com/sketchmesh/sketchmesh/mesh"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -43,7 +44,7 @@ type LiveView struct {
 func NewLiveView() *LiveView { return &LiveView{} }
 
 // begin resets the view for a run of these members.
-func (v *LiveView) begin(cfg Config, members []*member, router Router) {
+func (v *LiveView) begin(cfg Config, members []*member, router netmodel.Router) {
 	n := len(members)
 	ids, out, hosts := make([]string, n), make([][]string, n), make([]*mesh.Host, n)
 	for i, m := range members {
@@ -196,7 +197,7 @@ func (v *LiveView) LiveState() liveview.State {
 			}
 		}
 		for r, n := range c.Rejected {
-			st.Rejected[r] += n
+			st.Rejected[string(r)] += n
 		}
 	}
 	for k := range st.Members {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 
 	"github.com/sketchmesh/sketchmesh/liveview"
 	"github.com/sketchmesh/sketchmesh/model"
@@ -37,8 +38,10 @@ func TestLiveViewOfATestnet(t *testing.T) {
 	}()
 	const nodes, iterations = 4, 30
 	rep := run(t, Config{
-		Nodes: nodes, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: iterations, Seed: 1, Codec: "sketchml", Staleness: 1,
+		Nodes: nodes, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+			Batch: 0.1, Iterations: iterations, Seed: 1, Codec: "sketchml", Staleness: 1,
+		},
 		EvalEvery: 10, Live: live,
 	})
 	cancel()
@@ -129,8 +132,10 @@ func BenchmarkLiveView64(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := Run(ctx, Config{
-		Nodes: 64, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 20, Seed: 1, Codec: "sketchml", Staleness: 2, Live: live,
+		Nodes: 64, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+			Batch: 0.1, Iterations: 20, Seed: 1, Codec: "sketchml", Staleness: 2,
+		}, Live: live,
 	}); err != nil {
 		b.Fatal(err)
 	}

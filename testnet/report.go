@@ -2,10 +2,13 @@ package testnet
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/mesh"
+	"github.com/sketchmesh/sketchmesh/netmodel"
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // Report is the outcome of a run. Field names are part of the JSON interface
@@ -66,10 +69,10 @@ type Report struct {
 	LocalSteps int `json:"local_steps"`
 	// Staleness of reads, in iterations: t − 1 − min over live q of V[q]
 	// when a node starts iteration t.
-	StalenessObservedMax  uint64            `json:"staleness_observed_max"`
-	StalenessObservedMean float64           `json:"staleness_observed_mean"`
-	Rejected              map[string]uint64 `json:"rejected"`
-	PerNode               []NodeReport      `json:"per_node"`
+	StalenessObservedMax  uint64                       `json:"staleness_observed_max"`
+	StalenessObservedMean float64                      `json:"staleness_observed_mean"`
+	Rejected              map[node.RejectReason]uint64 `json:"rejected"`
+	PerNode               []NodeReport                 `json:"per_node"`
 	// Curve is node 0's test loss and accuracy against iterations and time.
 	Curve []CurvePoint `json:"curve"`
 	// Interrupted is set when the run was stopped before its iterations
@@ -131,7 +134,7 @@ func optional(v float64) *float64 {
 	return &v
 }
 
-func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, curve []CurvePoint, wall time.Duration) *Report {
+func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []*member, rejected map[node.RejectReason]uint64, curve []CurvePoint, wall time.Duration) *Report {
 	r := &Report{
 		Nodes:          cfg.Nodes,
 		Model:          string(cfg.Model),
@@ -146,11 +149,11 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		WAN:            cfg.WAN.Name,
 		Topology:       cfg.Topology,
 		MeanUpdateHops: router.MeanHops(),
-		Sites:          SiteCount(router),
+		Sites:          netmodel.SiteCount(router),
 		Stragglers:     cfg.Stragglers,
 		Slowdown:       cfg.Slowdown,
 		WallSeconds:    wall.Seconds(),
-		Rejected:       map[string]uint64{},
+		Rejected:       rejected,
 		Curve:          curve,
 	}
 	var lossSum, accSum, aucSum float64
@@ -195,9 +198,6 @@ func buildReport(cfg Config, cdc codec.Codec, router Router, members []*member, 
 		} else {
 			links += float64(len(m.host.Libp2p().Network().Peers()))
 		}
-		for reason, c := range st.Rejected {
-			r.Rejected[reason] += c
-		}
 	}
 	n := float64(len(members))
 	r.FinalTestLoss = lossSum / n
@@ -227,4 +227,26 @@ func updateTraffic(tr mesh.TrafficStats) mesh.TrafficStats {
 	tr.BytesSent -= tr.MembershipBytesSent
 	tr.MessagesSent -= tr.MembershipMessagesSent
 	return tr
+}
+
+// rejectTally is the Tracer of every member core: the one tally of their
+// refusals that the report and the attack report read. The cores run on
+// goroutines of their own, so it locks.
+type rejectTally struct {
+	mu    sync.Mutex
+	tally node.RejectTally
+}
+
+func (*rejectTally) Apply(string, uint64) {}
+
+func (t *rejectTally) Reject(reason node.RejectReason) {
+	t.mu.Lock()
+	t.tally.Reject(reason)
+	t.mu.Unlock()
+}
+
+func (t *rejectTally) counts() map[node.RejectReason]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tally.Counts()
 }

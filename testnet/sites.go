@@ -24,20 +24,6 @@ import (
 // probeWorkers bounds the probes in flight: P² of them for P nodes.
 const probeWorkers = 16
 
-// SitesModes are the values of Config.Sites.
-var SitesModes = []string{"auto", "off"}
-
-// CheckSitesMode checks a Sites setting and defaults it to auto.
-func CheckSitesMode(mode *string) error {
-	if *mode == "" {
-		*mode = "auto"
-	}
-	if !slices.Contains(SitesModes, *mode) {
-		return fmt.Errorf("unknown sites mode %q (want auto or off)", *mode)
-	}
-	return nil
-}
-
 // siteLabels probes every ordered pair of nodes and returns each node's
 // site label, or nil when the run's overlay does not use sites.
 func siteLabels(ctx context.Context, cfg Config, members []*member) (map[string]string, error) {
@@ -113,13 +99,4 @@ func siteLabels(ctx context.Context, cfg Config, members []*member) (map[string]
 	counts := slices.Sorted(maps.Values(sizes))
 	cfg.Logger.Info("sites measured", "sites", len(sizes), "nodes_per_site", counts, "took", time.Since(start).Round(time.Millisecond))
 	return labels, nil
-}
-
-// SiteCount is the number of sites a router groups members into: 1 for a
-// flat overlay or a full mesh.
-func SiteCount(r Router) int {
-	if s, ok := r.(interface{ Sites() int }); ok {
-		return s.Sites()
-	}
-	return 1
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 // The testnet measures round trips over its emulated WAN and finds geo3's
@@ -16,12 +17,14 @@ func TestTestnetFindsSitesByRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		wan   LinkProfile
+		wan   netmodel.LinkProfile
 		sites int
-	}{{wan, 3}, {LinkProfile{}, 1}} {
+	}{{wan, 3}, {netmodel.LinkProfile{}, 1}} {
 		rep := run(t, Config{
-			Nodes: 6, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-			LR: 0.02, L2: 1e-4, Batch: 0.2, Iterations: 6, Seed: 2, Codec: "raw", WAN: c.wan,
+			Nodes: 6, Train: train, Test: test, Training: netmodel.Training{
+				Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+				Batch: 0.2, Iterations: 6, Seed: 2, Codec: "raw",
+			}, WAN: c.wan,
 		})
 		if rep.Sites != c.sites || !rep.ViewsIdentical || len(rep.Rejected) != 0 {
 			t.Fatalf("%s: %d sites (want %d), views identical %v, rejected %v", rep.WAN, rep.Sites, c.sites, rep.ViewsIdentical, rep.Rejected)

@@ -19,9 +19,9 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
-	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -34,22 +34,10 @@ type Config struct {
 	// Batches, when set, gives node i its mini-batches (data larger than
 	// memory, streamed): Train then only names the data and gives the
 	// model's dimension, and Batch is a row count.
-	Batches   func(node int) (StreamSource, error)
-	Model     model.Kind
-	Optimizer model.OptimizerKind
-	LR        float64
-	L2        float64
-	// Batch is the mini-batch per node: a fraction of the node's shard when
-	// below 1 (rounded up), a row count otherwise (node.BatchRows).
-	Batch      float64
-	Iterations int
-	Seed       uint64
-	// Codec names the update codec (codec.Names()).
-	Codec         string
-	ErrorFeedback bool
-	Staleness     int
-	// Exchange sets local steps and the outer step.
-	Exchange Exchange
+	Batches func(node int) (StreamSource, error)
+	// Training is what the nodes train; with Batches, Batch is a row
+	// count.
+	netmodel.Training
 	// Topology is "halton" (the default: O(log P) links per node, updates
 	// relayed along broadcast trees) or "full" (everyone sends to everyone).
 	Topology string
@@ -64,7 +52,7 @@ type Config struct {
 	// forwards them, so relays batch (see mesh.DaemonConfig.RelayWindow).
 	RelayWindow time.Duration
 	// WAN shapes the links between nodes; the zero value is loopback TCP.
-	WAN LinkProfile
+	WAN netmodel.LinkProfile
 	// ComputeTime is extra time each iteration takes, emulating a heavier
 	// model than the one trained.
 	ComputeTime time.Duration
@@ -146,10 +134,10 @@ func (c *Config) Validate() error {
 		}
 		train = c.Test
 	}
-	if err := ValidateRun(train, c.Test, c.Iterations, c.Batch, c.Staleness, c.Codec, &c.Topology); err != nil {
+	if err := c.Training.Validate(train, c.Test); err != nil {
 		return err
 	}
-	if err := c.Exchange.Validate(); err != nil {
+	if err := netmodel.CheckTopology(&c.Topology); err != nil {
 		return err
 	}
 	if c.Attack != "" {
@@ -164,7 +152,7 @@ func (c *Config) Validate() error {
 	if c.WAN.Name == "" {
 		c.WAN.Name = "lan"
 	}
-	if err := CheckSitesMode(&c.Sites); err != nil {
+	if err := netmodel.CheckSitesMode(&c.Sites); err != nil {
 		return err
 	}
 	if c.EvalEvery <= 0 {
@@ -172,35 +160,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	return nil
-}
-
-// ValidateRun checks what a testnet run and a simulation share, and defaults
-// the topology to halton.
-func ValidateRun(train, test *dataset.Dataset, iterations int, batch float64, staleness int, codecName string, topology *string) error {
-	switch {
-	case train == nil || len(train.Rows) == 0:
-		return errors.New("no training data")
-	case test == nil || len(test.Rows) == 0:
-		return errors.New("no test data")
-	case iterations < 1:
-		return fmt.Errorf("iterations must be >= 1, got %d", iterations)
-	case staleness < 0:
-		return fmt.Errorf("staleness must be >= 0, got %d", staleness)
-	}
-	if err := node.CheckBatch(batch); err != nil {
-		return err
-	}
-	if _, err := codec.ByName(codecName); err != nil {
-		return err
-	}
-	switch *topology {
-	case "":
-		*topology = "halton"
-	case "halton", "full":
-	default:
-		return fmt.Errorf("unknown topology %q (want halton or full)", *topology)
 	}
 	return nil
 }
@@ -287,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	router := NewSiteRouter(cfg.Topology, ids, sites)
+	router := netmodel.NewSiteRouter(cfg.Topology, ids, sites)
 	links := router
 	if cfg.joinAt() > 0 {
 		// A joiner makes every node send to every member (below).
@@ -319,6 +278,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		c.Sync = node.SyncConfig{SuspectTicks: cfg.suspectTicks(), DeadTicks: 4 * cfg.suspectTicks()}
 		return node.New(c)
 	}
+	// The members' cores count their refusals in one tally; the joiner's
+	// are left out of the reports, as they always were.
+	rejected := &rejectTally{}
 	shuffled := cfg.Train
 	if cfg.Batches == nil {
 		shuffled = cfg.Train.Shuffled(int64(cfg.Seed))
@@ -352,6 +314,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			BatchSize: batchSize,
 			Shard:     m.shard.Rows,
 			Batches:   m.batchSource(),
+			Tracer:    rejected,
 		}
 		cfg.Exchange.Apply(&nc)
 		if m.core, err = newCore(nc); err != nil {
@@ -506,7 +469,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.Live != nil {
 			cfg.Live.finish(members, wall)
 		}
-		rep := buildReport(cfg, cdc, router, members, curve, wall)
+		rep := buildReport(cfg, cdc, router, members, rejected.counts(), curve, wall)
 		rep.Interrupted = true
 		return rep, fmt.Errorf("testnet interrupted: %w", err)
 	}
@@ -534,9 +497,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Live != nil {
 		cfg.Live.finish(members, wall)
 	}
-	rep := buildReport(cfg, cdc, router, members, curve, wall)
+	rep := buildReport(cfg, cdc, router, members, rejected.counts(), curve, wall)
 	rep.Stalled = stalled.Load()
-	rep.Attack = att.report(members, cfg.Iterations, jn.updates(cfg.Iterations))
+	rep.Attack = att.report(members, rejected.counts(), cfg.Iterations, jn.updates(cfg.Iterations))
 	jn.check(rep.Attack, members, cfg.Iterations)
 	if rep.Attack != nil {
 		rep.Attack.Stalled = rep.Attack.Stalled || rep.Stalled
@@ -655,7 +618,7 @@ func startHosts(ctx context.Context, cfg Config) ([]*member, error) {
 		}
 		m := &member{host: h, net: h, allow: hc.Allow}
 		if cfg.WAN.Emulated() {
-			m.net = mesh.NewShapedTransport(h, func(to peer.ID) mesh.LinkShape { return cfg.WAN.LinkBetween(i, index[to]) }, 0)
+			m.net = mesh.NewShapedTransport(h, func(to peer.ID) mesh.LinkShape { return linkBetween(cfg.WAN, i, index[to]) }, 0)
 		}
 		members = append(members, m)
 		index[h.Libp2p().ID()] = i
@@ -687,48 +650,13 @@ func nodeKey(seed uint64, i int) (crypto.PrivKey, error) {
 }
 
 // newRouter returns the overlay a topology names, without sites.
-func newRouter(topology string, ids []string) Router { return NewSiteRouter(topology, ids, nil) }
-
-// NewSiteRouter returns the overlay a topology names: for halton, the
-// site-aware overlay over the members' site labels, which is the flat one
-// when the labels name one site or there are none.
-func NewSiteRouter(topology string, ids []string, site map[string]string) Router {
-	if topology == "full" {
-		return fullRouter{node.NewFullMesh(ids), len(ids)}
-	}
-	return haltonRouter{halton.BuildSites(ids, site)}
+func newRouter(topology string, ids []string) netmodel.Router {
+	return netmodel.NewSiteRouter(topology, ids, nil)
 }
-
-// Router is the overlay of a run: how updates are relayed, and which pairs
-// of nodes hold a link.
-type Router interface {
-	node.Router
-	// Linked lists the peers a node opens links to.
-	Linked(id string) []string
-	// MeanHops is the mean number of hops an update takes to a receiver.
-	MeanHops() float64
-}
-
-type fullRouter struct {
-	node.FullMesh
-	n int
-}
-
-func (f fullRouter) Linked(id string) []string { return f.Forward(id, id) }
-func (f fullRouter) MeanHops() float64 {
-	if f.n < 2 {
-		return 0
-	}
-	return 1
-}
-
-type haltonRouter struct{ *halton.SiteOverlay }
-
-func (h haltonRouter) Linked(id string) []string { return h.Out(id) }
 
 // connect dials every overlay link, so each node holds connections to its
 // neighbours only.
-func connect(ctx context.Context, members []*member, r Router) error {
+func connect(ctx context.Context, members []*member, r netmodel.Router) error {
 	byID := make(map[string]*member, len(members))
 	for _, m := range members {
 		byID[m.host.ID()] = m

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -38,8 +39,10 @@ func run(t *testing.T, cfg Config) *Report {
 func TestFourNodesBitIdentical(t *testing.T) {
 	train, test := builtin(t, "rcv1")
 	rep := run(t, Config{
-		Nodes: 4, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 20, Seed: 1, Codec: "raw", Topology: "full",
+		Nodes: 4, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+			Batch: 0.1, Iterations: 20, Seed: 1, Codec: "raw",
+		}, Topology: "full",
 	})
 	if !rep.ViewsIdentical {
 		t.Fatal("views differ after 20 bulk-synchronous iterations")
@@ -77,8 +80,10 @@ func TestFourNodesMatchSingleNode(t *testing.T) {
 		t.Run(c.data, func(t *testing.T) {
 			train, test := builtin(t, c.data)
 			cfg := Config{
-				Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.SGD,
-				LR: c.lr, L2: 1e-4, Batch: c.batch, Iterations: c.iters, Seed: 1, Codec: "raw",
+				Train: train, Test: test, Training: netmodel.Training{
+					Model: model.LogisticRegression, Optimizer: model.SGD, LR: c.lr, L2: 1e-4,
+					Batch: c.batch, Iterations: c.iters, Seed: 1, Codec: "raw",
+				},
 			}
 			cfg.Nodes = 4
 			mesh := run(t, cfg)
@@ -102,8 +107,10 @@ func TestFourNodesMatchSingleNode(t *testing.T) {
 func TestHaltonMatchesFullMeshBitForBit(t *testing.T) {
 	train, test := builtin(t, "rcv1")
 	cfg := Config{
-		Nodes: 16, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.2, Iterations: 15, Seed: 4, Codec: "raw",
+		Nodes: 16, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, L2: 1e-4,
+			Batch: 0.2, Iterations: 15, Seed: 4, Codec: "raw",
+		},
 	}
 	cfg.Topology = "full"
 	full := run(t, cfg)
@@ -136,8 +143,10 @@ func TestHaltonMatchesFullMeshBitForBit(t *testing.T) {
 
 func TestValidateRejectsBadConfig(t *testing.T) {
 	train, test := builtin(t, "rcv1")
-	good := Config{Nodes: 2, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.SGD,
-		LR: 1, Batch: 0.1, Iterations: 1, Codec: "raw"}
+	good := Config{Nodes: 2, Train: train, Test: test, Training: netmodel.Training{
+		Model: model.LogisticRegression, Optimizer: model.SGD, LR: 1, Batch: 0.1,
+		Iterations: 1, Codec: "raw",
+	}}
 	cases := map[string]func(c *Config){
 		"no nodes":        func(c *Config) { c.Nodes = 0 },
 		"too many nodes":  func(c *Config) { c.Nodes = 257 },
@@ -168,8 +177,10 @@ func TestSketchMLMatchesRaw(t *testing.T) {
 		t.Run(data, func(t *testing.T) {
 			train, test := builtin(t, data)
 			cfg := Config{
-				Nodes: 4, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-				LR: 0.01, L2: 1e-4, Batch: 0.1, Iterations: 150, Seed: 1, ErrorFeedback: true,
+				Nodes: 4, Train: train, Test: test, Training: netmodel.Training{
+					Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.01, L2: 1e-4,
+					Batch: 0.1, Iterations: 150, Seed: 1, ErrorFeedback: true,
+				},
 			}
 			if data == "a9a" {
 				cfg.Batch = 0.01
@@ -212,8 +223,10 @@ func digits(t *testing.T) (train, test *dataset.Dataset) {
 func TestSoftmaxSufficientFactors(t *testing.T) {
 	train, test := digits(t)
 	base := Config{
-		Nodes: 4, Train: train, Test: test, Model: model.Softmax, Optimizer: model.SGD,
-		LR: 0.3, Batch: 4, Iterations: 400, Seed: 2, Codec: "raw", Factors: node.FactorsAuto,
+		Nodes: 4, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.Softmax, Optimizer: model.SGD, LR: 0.3, Batch: 4, Iterations: 400,
+			Seed: 2, Codec: "raw",
+		}, Factors: node.FactorsAuto,
 	}
 	small := run(t, base)
 	if !small.ViewsIdentical {
@@ -248,8 +261,10 @@ func TestSoftmaxSufficientFactors(t *testing.T) {
 func TestFactorsRefuseAdam(t *testing.T) {
 	train, test := digits(t)
 	_, err := Run(context.Background(), Config{
-		Nodes: 2, Train: train, Test: test, Model: model.Softmax, Optimizer: model.Adam,
-		LR: 0.05, Batch: 4, Iterations: 1, Codec: "raw", Factors: node.FactorsAuto,
+		Nodes: 2, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.Softmax, Optimizer: model.Adam, LR: 0.05, Batch: 4, Iterations: 1,
+			Codec: "raw",
+		}, Factors: node.FactorsAuto,
 	})
 	if !errors.Is(err, node.ErrFactorConfig) || !strings.Contains(err.Error(), "adam") {
 		t.Fatalf("err = %v, want ErrFactorConfig naming adam", err)

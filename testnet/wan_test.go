@@ -7,6 +7,7 @@ import (
 
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 func TestParseWAN(t *testing.T) {
@@ -24,7 +25,7 @@ func TestParseWAN(t *testing.T) {
 		{2, 3, mesh.LinkShape{Latency: 120 * time.Millisecond, Bandwidth: 12.5e6}},
 	}
 	for _, c := range cases {
-		if got := geo.LinkBetween(c.i, c.j); got != c.want {
+		if got := linkBetween(geo, c.i, c.j); got != c.want {
 			t.Errorf("geo3 link %d-%d = %+v, want %+v", c.i, c.j, got, c.want)
 		}
 	}
@@ -32,7 +33,7 @@ func TestParseWAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := custom.LinkBetween(0, 1); got != (mesh.LinkShape{Latency: 50 * time.Millisecond, Bandwidth: 12.5e6}) {
+	if got := linkBetween(custom, 0, 1); got != (mesh.LinkShape{Latency: 50 * time.Millisecond, Bandwidth: 12.5e6}) {
 		t.Fatalf("custom link %+v", got)
 	}
 	if lan, _ := ParseWAN("lan"); lan.Emulated() {
@@ -55,8 +56,10 @@ func TestGeo3Staleness(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := Config{
-		Nodes: 6, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, Batch: 0.1, Iterations: 12, Seed: 1, Codec: "raw", WAN: wan,
+		Nodes: 6, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam, LR: 0.02, Batch: 0.1,
+			Iterations: 12, Seed: 1, Codec: "raw",
+		}, WAN: wan,
 		Stragglers: 1, Slowdown: 3, ComputeTime: 5 * time.Millisecond,
 	}
 	bsp := run(t, base)

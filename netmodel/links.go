@@ -1,4 +1,4 @@
-package testnet
+package netmodel
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// LinkProfile is the simulator's network: per site pair a one-way latency and
+// LinkProfile is a run's network: per site pair a one-way latency and
 // a bandwidth, plus faults that apply to every link. Node i sits at site
 // i mod Sites.
 type LinkProfile struct {
@@ -199,4 +199,58 @@ func (p LinkProfile) String() string {
 		}
 	}
 	return b.String()
+}
+
+// Emulated reports whether the profile is anything but lan: the testnet
+// then shapes its links, and otherwise runs over plain loopback.
+func (p LinkProfile) Emulated() bool { return p.Name != "" && p.Name != "lan" }
+
+// Site returns the site of node i: nodes are spread round robin.
+func (p LinkProfile) Site(i int) int { return i % max(p.Sites, 1) }
+
+// Link returns the one-way latency and the bandwidth (bytes per second)
+// of the link from node i to node j.
+func (p LinkProfile) Link(i, j int) (time.Duration, float64) {
+	a, b := p.Site(i), p.Site(j)
+	return p.Latency[a][b], p.Bandwidth[a][b]
+}
+
+const (
+	mbit = 1e6 / 8
+	gbit = 1e9 / 8
+)
+
+// geo3Latency is the one-way latency between two of geo3's sites: 40 ms
+// between sites 0 and 1, 80 ms between 1 and 2, 120 ms between 0 and 2.
+func geo3Latency(a, b int) time.Duration {
+	switch lo, hi := min(a, b), max(a, b); {
+	case lo == 0 && hi == 1:
+		return 40 * time.Millisecond
+	case lo == 1 && hi == 2:
+		return 80 * time.Millisecond
+	default:
+		return 120 * time.Millisecond
+	}
+}
+
+// parseBandwidth reads "100Mbit", "1Gbit", "500kbit" or a plain bits-per-
+// second number, and returns bytes per second.
+func parseBandwidth(v string) (float64, error) {
+	units := []struct {
+		suffix string
+		bits   float64
+	}{{"Gbit", 1e9}, {"Mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}}
+	mult := 1.0
+	num := v
+	for _, u := range units {
+		if strings.HasSuffix(v, u.suffix) {
+			num, mult = strings.TrimSuffix(v, u.suffix), u.bits
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || !(f > 0) {
+		return 0, fmt.Errorf("bandwidth %q: want a positive rate such as 100Mbit", v)
+	}
+	return f * mult / 8, nil
 }

@@ -1,4 +1,4 @@
-package testnet
+package netmodel
 
 import "github.com/sketchmesh/sketchmesh/node"
 
@@ -15,11 +15,6 @@ type Exchange struct {
 	// BudgetBytes and Priority cut updates (node.Config.BudgetBytes).
 	BudgetBytes int
 	Priority    node.PriorityMode
-}
-
-// Validate checks the local-step settings (node.CheckLocalSteps).
-func (e Exchange) Validate() error {
-	return node.CheckLocalSteps(e.LocalSteps, e.Outer, e.OuterRate)
 }
 
 // Apply sets the exchange settings of a node's configuration.
