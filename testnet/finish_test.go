@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/model"
+	"github.com/sketchmesh/sketchmesh/netmodel"
 )
 
 func TestFinalElapsed(t *testing.T) {
@@ -30,14 +31,16 @@ func TestFinalElapsed(t *testing.T) {
 // last point is stamped when node 0 held it, not when the run ended.
 func TestFinalPointBeforeLeave(t *testing.T) {
 	train, test := builtin(t, "rcv1")
-	wan, err := ParseLinkProfile("latency=50ms,bandwidth=1Gbit")
+	wan, err := netmodel.ParseLinkProfile("latency=50ms,bandwidth=1Gbit")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep := run(t, Config{
-		Nodes: 3, Train: train, Test: test, Model: model.LogisticRegression, Optimizer: model.Adam,
-		LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 6, Seed: 1, Codec: "raw", Topology: "full",
-		Staleness: 2, WAN: wan,
+		Nodes: 3, Train: train, Test: test, Training: netmodel.Training{
+			Model: model.LogisticRegression, Optimizer: model.Adam,
+			LR: 0.02, L2: 1e-4, Batch: 0.1, Iterations: 6, Seed: 1, Codec: "raw", Staleness: 2,
+		},
+		Topology: "full", WAN: wan,
 	})
 	last := rep.Curve[len(rep.Curve)-1]
 	if last.TestLoss != rep.FinalTestLoss {
