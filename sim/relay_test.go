@@ -29,6 +29,13 @@ func TestSimRelaysBatch(t *testing.T) {
 		if !r.Invariants.OK {
 			t.Fatalf("window %v: invariants %+v", window, r.Invariants)
 		}
+		var split float64
+		for _, v := range r.MessagesBy {
+			split += v
+		}
+		if math.Abs(split-r.MessagesPerNodePerIteration) > 1e-9 {
+			t.Errorf("window %v: messages by cause %v add up to %v, not the %v sent", window, r.MessagesBy, split, r.MessagesPerNodePerIteration)
+		}
 		return r.MessagesPerNodePerIteration
 	}
 	batched := run(10 * time.Millisecond)

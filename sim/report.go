@@ -71,6 +71,16 @@ type Report struct {
 	// protocol's messages (hellos, admits, leave notices and their
 	// acknowledgements), which the two figures above leave out.
 	MembershipMessages uint64 `json:"membership_messages"`
+	// MessagesBy splits MessagesPerNodePerIteration by why a message
+	// left: own_update (with the sender's own update, the relays and
+	// answers held then included), window (a relay window closed), tick
+	// (a tick with no window open), at_once (no relay window),
+	// stall_sync_requests and anti_entropy_requests (sync requests; their
+	// answers leave in the envelopes above) and membership_change (on a
+	// join, rejoin or leave). Per node-iteration, like the total.
+	MessagesBy map[string]float64 `json:"messages_by"`
+	// SyncRequestsServed counts the sync requests the cores answered.
+	SyncRequestsServed uint64 `json:"sync_requests_served"`
 	MembershipBytes    uint64 `json:"membership_bytes"`
 	MessagesTotal      uint64 `json:"messages_total"`
 	BytesTotal         uint64 `json:"bytes_total"`
@@ -222,6 +232,10 @@ func (s *sim) report(wall time.Duration) *Report {
 		r.MessagesPerNodePerIteration = float64(s.msgs) / float64(s.nodeIters)
 		r.MembershipMessages, r.MembershipBytes = s.memberMsgs, s.memberBytes
 		r.BytesPerNodePerIteration = float64(s.bytes) / float64(s.nodeIters)
+		r.MessagesBy = map[string]float64{}
+		for c, k := range s.sentBy {
+			r.MessagesBy[causeNames[c]] = float64(k) / float64(s.nodeIters)
+		}
 	}
 	var lossSum, accSum, aucSum, blocked float64
 	var retained int
@@ -233,6 +247,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		}
 		ss := n.core.SyncStats()
 		r.UpdatesResent += ss.UpdatesResent
+		r.SyncRequestsServed += ss.RequestsServed
 		r.ViewDigestsCompared += ss.DigestsCompared
 		retained += ss.Retained
 		if !n.member() {

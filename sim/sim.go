@@ -286,6 +286,21 @@ const (
 	evGone // a leaver stops: its notice was acknowledged, or it gave up
 )
 
+// The causes a message of the update protocol leaves for, counted apart in
+// the report (Report.MessagesBy).
+const (
+	causeOwnUpdate   = iota // with the node's own update, relays held then included
+	causeWindow             // when a relay window closes
+	causeTick               // on a tick, with no window open
+	causeAtOnce             // as soon as it is queued (no relay window)
+	causeStallSync          // requests of a node waiting at its gate
+	causeAntiEntropy        // anti-entropy requests
+	causeMembership         // on a join, rejoin or leave
+	numCauses
+)
+
+var causeNames = [numCauses]string{"own_update", "window", "tick", "at_once", "stall_sync_requests", "anti_entropy_requests", "membership_change"}
+
 type simNode struct {
 	idx   int
 	id    string
@@ -373,6 +388,10 @@ type sim struct {
 	retired []incarnationSpan
 
 	msgs, bytes, syncMsgs, syncBytes, dups uint64
+	// cause is why the messages being sent now leave (one of the causes
+	// below); sentBy counts the update protocol's messages by it.
+	cause  int
+	sentBy [numCauses]uint64
 	// memberMsgs and memberBytes count the membership protocol's
 	// messages (hellos, admits, leaves, acks), apart from msgs and bytes.
 	memberMsgs, memberBytes   uint64
@@ -622,11 +641,13 @@ func (s *sim) run(ctx context.Context) error {
 		case evStallSync:
 			if n := s.nodes[ev.node]; n.alive && n.stalled && ev.tag == n.stallEpoch {
 				s.stallSyncs++
+				s.cause = causeStallSync
 				s.sendAll(n, n.core.SyncRequest(), true)
 				s.schedule(s.now+s.timeout, evStallSync, ev.node, 0, ev.tag, nil)
 			}
 		case evAntiEntropy:
 			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc {
+				s.cause = causeAntiEntropy
 				s.sendAll(n, n.core.AntiEntropy(), true)
 				s.schedule(s.now+s.interval, evAntiEntropy, ev.node, 0, ev.tag, nil)
 			}
@@ -635,6 +656,7 @@ func (s *sim) run(ctx context.Context) error {
 			// carries the window's number).
 			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc && n.flushArmed && uint32(ev.from) == n.window {
 				n.flushArmed = false
+				s.cause = causeWindow
 				s.flush(n)
 			}
 		case evTick:
@@ -643,6 +665,7 @@ func (s *sim) run(ctx context.Context) error {
 					break
 				}
 				n.core.Tick()
+				s.cause = causeTick
 				if !n.flushArmed {
 					// Held relays, and what the tick queued with them,
 					// leave when their window closes.
@@ -698,6 +721,7 @@ func (s *sim) trainDone(ev simEvent) error {
 	// The held relays ride with the node's own update, and the window
 	// they were waiting in closes.
 	n.flushArmed = false
+	s.cause = causeOwnUpdate
 	s.flush(n)
 	if err := s.fireSteps(); err != nil {
 		return err
@@ -874,6 +898,7 @@ func (s *sim) join(i, first int, via []int) error {
 	}
 	s.schedule(s.now+s.interval, evAntiEntropy, int32(i), 0, n.inc, nil)
 	s.schedule(s.now+s.tick, evTick, int32(i), 0, n.inc, nil)
+	s.cause = causeMembership
 	s.flush(n)
 	s.flush(donor)
 	s.advance(n)
@@ -923,6 +948,7 @@ func (s *sim) rejoin(n *simNode) bool {
 	}
 	s.schedule(s.now+s.interval, evAntiEntropy, int32(n.idx), 0, n.inc, nil)
 	s.schedule(s.now+s.tick, evTick, int32(n.idx), 0, n.inc, nil)
+	s.cause = causeMembership
 	s.flush(n)
 	s.flush(donor)
 	s.advance(n)
@@ -941,6 +967,7 @@ func (s *sim) leave(n *simNode) {
 	n.last = n.core.Clock()
 	n.core.StartLeave()
 	s.schedule(s.now+leaveTimeout, evGone, int32(n.idx), 0, n.inc, nil)
+	s.cause = causeMembership
 	s.flush(n)
 }
 
