@@ -17,8 +17,10 @@ type Report struct {
 	// once their site labels are heard: 1 for the flat overlay and the
 	// full mesh (Config.Sites).
 	Sites int `json:"sites"`
-	// MeanHops is the mean number of hops from an origin to a receiver.
+	// MeanHops is the mean number of hops from an origin to a receiver;
+	// Diameter the most (the initial overlay's).
 	MeanHops  float64 `json:"mean_hops"`
+	Diameter  int     `json:"diameter"`
 	Staleness int     `json:"staleness"`
 	Network   string  `json:"network"`
 	Model     string  `json:"model"`
@@ -189,6 +191,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		Seed:                 cfg.Seed,
 		Topology:             cfg.Topology,
 		MeanHops:             s.hops,
+		Diameter:             s.diameter,
 		Sites:                s.sites,
 		Staleness:            cfg.Staleness,
 		Network:              cfg.WAN.String(),

@@ -64,13 +64,18 @@ type Config struct {
 	ComputeTime time.Duration
 	// SyncTimeout is how long a node waits at its gate before it asks for
 	// what it lacks, and then between asks. The default is one ComputeTime
-	// (the spread of the nodes' finishing times is within it) plus one round
-	// trip over the slowest link (two largest one-way latencies and two
-	// jitters) plus FlushDelay. Over a multi-hop overlay an update can take
-	// longer than that, so some requests are spurious and cost a duplicate
-	// frame; waiting for the longest overlay path instead makes every lost
-	// message stall the mesh for that long (on geo3 with 1% loss and 64
-	// nodes: 1.8× the simulated time for 0.8× the bytes).
+	// (the spread of the nodes' finishing times is within it) plus the time
+	// an update takes over the initial overlay's longest path: per hop of
+	// its diameter D, one relay window (FlushDelay) and one of the largest
+	// one-way latencies and jitters, and one more of those for the request
+	// (ComputeTime + (D+1)·latency + D·FlushDelay; D = 1 on the full mesh).
+	// Asking sooner asks for updates still on their way: at P = 256 on lan
+	// (D = 5), waiting one hop instead sent 3.8 requests per node per
+	// iteration and resent 10,661 updates, every one a duplicate. The
+	// price is the wait for a lost message, up to D hops longer (on geo3
+	// with 1% loss and 64 nodes, waiting the longest path took 1.8× the
+	// simulated time for 0.8× the bytes, measured when relays were not
+	// held in windows).
 	SyncTimeout time.Duration
 	// SyncInterval is the period of every node's anti-entropy request
 	// (default 100 ms).
@@ -250,9 +255,6 @@ func (c *Config) validate() error {
 		c.ComputeTime = 10 * time.Millisecond
 	}
 	worst := c.WAN.MaxLatency() + c.WAN.Jitter
-	if c.SyncTimeout == 0 {
-		c.SyncTimeout = c.ComputeTime + 2*worst + c.FlushDelay
-	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = 100 * time.Millisecond
 	}
@@ -364,6 +366,7 @@ type sim struct {
 	nextStep int
 	test     []dataset.Row
 	hops     float64
+	diameter int
 	cdcName  string
 
 	// What new cores are built from.
@@ -430,7 +433,6 @@ func newSim(cfg Config) (*sim, error) {
 		net:       cfg.WAN,
 		jitter:    float64(cfg.WAN.Jitter),
 		tick:      int64(cfg.Tick),
-		timeout:   int64(cfg.SyncTimeout),
 		interval:  int64(cfg.SyncInterval),
 		flushDly:  int64(cfg.FlushDelay),
 		test:      cfg.Test.Rows,
@@ -477,12 +479,33 @@ func newSim(cfg Config) (*sim, error) {
 	s.measureSites()
 	router := s.overlay(s.ids[:cfg.Nodes], s.labels)
 	s.hops, s.sites = router.MeanHops(), testnet.SiteCount(router)
+	s.diameter = diameter(router)
+	s.timeout = int64(cfg.SyncTimeout)
+	if s.timeout == 0 {
+		s.timeout = int64(syncTimeout(cfg, s.diameter))
+	}
 	for _, n := range s.nodes {
 		if n.core, err = s.newCore(n.idx, nil, nil); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// diameter is the most hops an update takes over router: 1 on the full
+// mesh.
+func diameter(router testnet.Router) int {
+	if d, ok := router.(interface{ Diameter() int }); ok {
+		return max(1, d.Diameter())
+	}
+	return 1
+}
+
+// syncTimeout is Config.SyncTimeout's default over an overlay of the given
+// diameter.
+func syncTimeout(cfg Config, diameter int) time.Duration {
+	worst := cfg.WAN.MaxLatency() + cfg.WAN.Jitter
+	return cfg.ComputeTime + time.Duration(diameter+1)*worst + time.Duration(diameter)*cfg.FlushDelay
 }
 
 // newCore builds node i's core: from scratch over the run's initial nodes,
