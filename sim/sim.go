@@ -874,7 +874,15 @@ func (s *sim) flush(n *simNode) {
 		case node.EventDiverged:
 			s.divergences = append(s.divergences, Divergence{SimulatedSeconds: float64(s.now) / 1e9, Node: n.id, Member: e.Member, Row: e.Clock})
 		}
+	}
+	// A change of membership can leave the core waiting again (a member
+	// came back behind it); any other event leaves it done. Clearing the
+	// flag on every event left a done core marked not done until its next
+	// tick, and under churn some node always was when the others ticked:
+	// the run counted as stalled.
+	if len(rd.Events) > 0 && n.done && !n.core.Done() {
 		n.done = false
+		s.noteDone()
 	}
 	if n.leaving {
 		if _, waiting := n.core.LeaveStatus(); len(waiting) == 0 {
