@@ -64,18 +64,19 @@ type Config struct {
 	ComputeTime time.Duration
 	// SyncTimeout is how long a node waits at its gate before it asks for
 	// what it lacks, and then between asks. The default is one ComputeTime
-	// (the spread of the nodes' finishing times is within it) plus the time
-	// an update takes over the initial overlay's longest path: per hop of
-	// its diameter D, one relay window (FlushDelay) and one of the largest
-	// one-way latencies and jitters, and one more of those for the request
-	// (ComputeTime + (D+1)·latency + D·FlushDelay; D = 1 on the full mesh).
-	// Asking sooner asks for updates still on their way: at P = 256 on lan
-	// (D = 5), waiting one hop instead sent 3.8 requests per node per
-	// iteration and resent 10,661 updates, every one a duplicate. The
-	// price is the wait for a lost message, up to D hops longer (on geo3
-	// with 1% loss and 64 nodes, waiting the longest path took 1.8× the
-	// simulated time for 0.8× the bytes, measured when relays were not
-	// held in windows).
+	// (the spread of the nodes' finishing times is within it) plus one round
+	// trip over the slowest link (two largest one-way latencies and two
+	// jitters) plus one relay window (FlushDelay) per hop of the initial
+	// overlay's diameter D (D = 1 on the full mesh): relays wait in windows
+	// on every hop of an update's path. Asking sooner asks for updates
+	// still in windows: at P = 256 on lan (D = 5), waiting one window sent
+	// 3.8 requests per node per iteration and resent 10,661 updates, every
+	// one a duplicate. The latencies are not counted per hop: on a WAN a
+	// request to the origin crosses one link where the overlay's path
+	// crosses several, and waiting for the path cost time (geo3, 24 nodes,
+	// s = 0, site-aware overlay: 2.21 simulated seconds against 1.85; on
+	// geo3 with 1% loss and 64 nodes, 1.8× the simulated time for 0.8× the
+	// bytes).
 	SyncTimeout time.Duration
 	// SyncInterval is the period of every node's anti-entropy request
 	// (default 100 ms).
@@ -94,13 +95,13 @@ type Config struct {
 	// them, batching updates per next hop; 0 sends after every message. A
 	// node's own update always leaves as soon as it is computed, and the
 	// relays held then leave with it, which closes the window; membership
-	// messages queued meanwhile leave with the relays. Relays that arrive
-	// while the node computes open no window: they wait for its own update,
-	// due within one compute time, as in the mesh daemon (relays that
-	// arrive while a node can train leave with its own update). A window
-	// opens for what arrives while the node waits at its gate or is done.
-	// At P = 256 on lan: 13.9 messages per node per iteration against 15.1
-	// with a window for every arrival and 45.8 with 1 ms (see the README).
+	// messages queued meanwhile leave with the relays. With a window of
+	// about one compute time most relays ride on the next own update and a
+	// link carries one or two envelopes an iteration: at P = 256 on lan,
+	// 15.1 messages per node per iteration against 45.8 with 1 ms (see the
+	// README). Holding every relay that arrives while a node computes for
+	// its own update, as the mesh daemon does, sent 13.9, but left updates
+	// undelivered in 2 of TestSimLongSplitUnderChurn's 200 runs.
 	FlushDelay time.Duration
 	// Sync tunes the nodes' retransmission (node.SyncConfig defaults).
 	Sync node.SyncConfig
@@ -507,7 +508,7 @@ func diameter(router testnet.Router) int {
 // diameter.
 func syncTimeout(cfg Config, diameter int) time.Duration {
 	worst := cfg.WAN.MaxLatency() + cfg.WAN.Jitter
-	return cfg.ComputeTime + time.Duration(diameter+1)*worst + time.Duration(diameter)*cfg.FlushDelay
+	return cfg.ComputeTime + 2*worst + time.Duration(diameter)*cfg.FlushDelay
 }
 
 // newCore builds node i's core: from scratch over the run's initial nodes,
@@ -691,10 +692,9 @@ func (s *sim) run(ctx context.Context) error {
 				}
 				n.core.Tick()
 				s.cause = causeTick
-				// Held relays, and what the tick queued with them,
-				// leave with the node's own update or when their
-				// window closes; with neither due, they leave now.
-				if !n.flushArmed && !n.computing {
+				if !n.flushArmed {
+					// Held relays, and what the tick queued with them,
+					// leave when their window closes.
 					s.flush(n)
 				}
 				s.advance(n)
@@ -733,8 +733,6 @@ func (s *sim) trainDone(ev simEvent) error {
 	if err := n.core.Train(); err != nil {
 		if errors.Is(err, node.ErrGateClosed) {
 			// A member came back while this node computed; it waits again.
-			s.cause = causeOwnUpdate
-			s.flush(n)
 			s.advance(n)
 			return nil
 		}
@@ -746,7 +744,7 @@ func (s *sim) trainDone(ev simEvent) error {
 	s.nodeIters++
 	s.lastTrain = s.now
 	s.trace.words(trTrain, uint64(s.now), uint64(n.idx), n.core.Clock(), math.Float64bits(n.core.Stats().LastLoss))
-	// The held relays ride with the node's own update, and any window
+	// The held relays ride with the node's own update, and the window
 	// they were waiting in closes.
 	n.flushArmed = false
 	s.cause = causeOwnUpdate
