@@ -9,11 +9,11 @@ import (
 
 // TestSimRelaysBatch checks the overlay's promise at the defaults of
 // `simulate` (adam, sketchml, halton with sites, staleness 2, a relay
-// window of one compute time, the sync timeout of the overlay's longest
-// path): at most 2⌈log2 P⌉ messages per node per iteration, updates and
-// sync traffic counted, at P = 64 and 256 (64 alone under the race
-// detector); at P = 64, relays forwarded at
-// once send more than that. The count is a function of the seed.
+// window of one compute time, a sync timeout of one window per hop of the
+// overlay's diameter): at most 2⌈log2 P⌉ messages per node per iteration,
+// updates and sync traffic counted, at P = 64 and 256 (64 alone under the
+// race detector); at P = 64, relays forwarded at once send more than that.
+// The count is a function of the seed.
 func TestSimRelaysBatch(t *testing.T) {
 	d, err := simData()
 	if err != nil {
