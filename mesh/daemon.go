@@ -293,6 +293,12 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 				select {
 				case m := <-inbox:
 					a.receive(m)
+					// An arrival that opens the gate ends the window:
+					// what it collected leaves with the update the node
+					// trains now.
+					if a.quorate && a.n.CanTrain() && !pacedAt(a.cfg.MinIteration, a.lastTrain, time.Now()) {
+						return
+					}
 				case <-window.C:
 					break collect
 				case <-ctx.Done():

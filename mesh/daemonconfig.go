@@ -60,7 +60,9 @@ type DaemonConfig struct {
 	LeaveTimeout time.Duration
 	// RelayWindow is how long a relay keeps collecting arrivals once it has
 	// something to forward, so that it combines what several neighbours
-	// sent into one message per next hop. 0 forwards at once.
+	// sent into one message per next hop. 0 forwards at once. Relays that
+	// arrive while the node can train leave with its own update, and so
+	// does what a window collected when an arrival opens the node's gate.
 	RelayWindow time.Duration
 	// Overlay, when set, builds the router over the live members instead
 	// of Topology's (a testnet puts its attacker on the overlay with it).

@@ -87,3 +87,38 @@ func TestSimChurn(t *testing.T) {
 	}
 	t.Logf("over %d seeds: %d joined, %d left, %d killed", seeds, joined, left, killed)
 }
+
+// TestSimDoneFollowsTheCore checks the simulator's bookkeeping of done
+// nodes against the cores': a membership event at a node that has run its
+// iterations (here, a member it suspects) leaves it done when its core is
+// done. It used to clear the flag on every event until the node's next
+// tick, and under churn, where events come all the time, some node was
+// always marked not done when the others ticked: a 100-node churn run of
+// 200 iterations ended stalled with every core done.
+func TestSimDoneFollowsTheCore(t *testing.T) {
+	s, r := runSim(t, simConfig(t, 4, 5, 1))
+	if !r.Invariants.OK {
+		t.Fatalf("invariants %+v", r.Invariants)
+	}
+	gone, watcher := s.nodes[3], s.nodes[0]
+	s.stopNode(gone)
+	if !s.allDone() || !watcher.done || !watcher.core.Done() {
+		t.Fatalf("after the run: every member done %v, node 0 done %v, its core %v", s.allDone(), watcher.done, watcher.core.Done())
+	}
+	for range 10000 {
+		if watcher.core.Suspected(gone.id) {
+			break
+		}
+		watcher.core.Tick()
+	}
+	if !watcher.core.Suspected(gone.id) {
+		t.Fatalf("node 0 never suspected the silent %s", gone.id)
+	}
+	s.flush(watcher)
+	if !watcher.core.Done() {
+		t.Fatal("node 0's core is no longer done after suspecting a member")
+	}
+	if !watcher.done || !s.allDone() {
+		t.Errorf("node 0's core is done, the simulator marks it done %v (every member done %v)", watcher.done, s.allDone())
+	}
+}

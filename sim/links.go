@@ -24,6 +24,7 @@ func (s *sim) deliver(ev simEvent) {
 	to.core.Receive(s.nodes[ev.from].id, ev.data)
 	switch {
 	case s.flushDly == 0:
+		s.cause = causeAtOnce
 		s.flush(to)
 	case !to.flushArmed:
 		to.flushArmed = true
@@ -57,6 +58,7 @@ func (s *sim) send(from, to int32, data []byte, sync bool) {
 	default:
 		s.msgs++
 		s.bytes += uint64(size)
+		s.sentBy[s.cause]++
 	}
 	if sync {
 		s.syncMsgs++

@@ -19,8 +19,10 @@ type Report struct {
 	// once their site labels are heard: 1 for the flat overlay and the
 	// full mesh (Config.Sites).
 	Sites int `json:"sites"`
-	// MeanHops is the mean number of hops from an origin to a receiver.
+	// MeanHops is the mean number of hops from an origin to a receiver;
+	// Diameter the most (the initial overlay's).
 	MeanHops  float64 `json:"mean_hops"`
+	Diameter  int     `json:"diameter"`
 	Staleness int     `json:"staleness"`
 	Network   string  `json:"network"`
 	Model     string  `json:"model"`
@@ -73,6 +75,16 @@ type Report struct {
 	// protocol's messages (hellos, admits, leave notices and their
 	// acknowledgements), which the two figures above leave out.
 	MembershipMessages uint64 `json:"membership_messages"`
+	// MessagesBy splits MessagesPerNodePerIteration by why a message
+	// left: own_update (with the sender's own update, the relays and
+	// answers held then included), window (a relay window closed), tick
+	// (a tick with no window open), at_once (no relay window),
+	// stall_sync_requests and anti_entropy_requests (sync requests; their
+	// answers leave in the envelopes above) and membership_change (on a
+	// join, rejoin or leave). Per node-iteration, like the total.
+	MessagesBy map[string]float64 `json:"messages_by"`
+	// SyncRequestsServed counts the sync requests the cores answered.
+	SyncRequestsServed uint64 `json:"sync_requests_served"`
 	MembershipBytes    uint64 `json:"membership_bytes"`
 	MessagesTotal      uint64 `json:"messages_total"`
 	BytesTotal         uint64 `json:"bytes_total"`
@@ -182,6 +194,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		Seed:                 cfg.Seed,
 		Topology:             cfg.Topology,
 		MeanHops:             s.hops,
+		Diameter:             s.diameter,
 		Sites:                s.sites,
 		Staleness:            cfg.Staleness,
 		Network:              cfg.WAN.String(),
@@ -225,6 +238,10 @@ func (s *sim) report(wall time.Duration) *Report {
 		r.MessagesPerNodePerIteration = float64(s.msgs) / float64(s.nodeIters)
 		r.MembershipMessages, r.MembershipBytes = s.memberMsgs, s.memberBytes
 		r.BytesPerNodePerIteration = float64(s.bytes) / float64(s.nodeIters)
+		r.MessagesBy = map[string]float64{}
+		for c, k := range s.sentBy {
+			r.MessagesBy[causeNames[c]] = float64(k) / float64(s.nodeIters)
+		}
 	}
 	var lossSum, accSum, aucSum, blocked float64
 	var retained int
@@ -232,6 +249,7 @@ func (s *sim) report(wall time.Duration) *Report {
 	for _, n := range s.nodes {
 		ss := n.core.SyncStats()
 		r.UpdatesResent += ss.UpdatesResent
+		r.SyncRequestsServed += ss.RequestsServed
 		r.ViewDigestsCompared += ss.DigestsCompared
 		retained += ss.Retained
 		if !n.member() {

@@ -55,11 +55,17 @@ type Config struct {
 	// what it lacks, and then between asks. The default is one ComputeTime
 	// (the spread of the nodes' finishing times is within it) plus one round
 	// trip over the slowest link (two largest one-way latencies and two
-	// jitters) plus FlushDelay. Over a multi-hop overlay an update can take
-	// longer than that, so some requests are spurious and cost a duplicate
-	// frame; waiting for the longest overlay path instead makes every lost
-	// message stall the mesh for that long (on geo3 with 1% loss and 64
-	// nodes: 1.8× the simulated time for 0.8× the bytes).
+	// jitters) plus one relay window (FlushDelay) per hop of the initial
+	// overlay's diameter D (D = 1 on the full mesh): relays wait in windows
+	// on every hop of an update's path. Asking sooner asks for updates
+	// still in windows: at P = 256 on lan (D = 5), waiting one window sent
+	// 3.8 requests per node per iteration and resent 10,661 updates, every
+	// one a duplicate. The latencies are not counted per hop: on a WAN a
+	// request to the origin crosses one link where the overlay's path
+	// crosses several, and waiting for the path cost time (geo3, 24 nodes,
+	// s = 0, site-aware overlay: 2.21 simulated seconds against 1.85; on
+	// geo3 with 1% loss and 64 nodes, 1.8× the simulated time for 0.8× the
+	// bytes).
 	SyncTimeout time.Duration
 	// SyncInterval is the period of every node's anti-entropy request
 	// (default 100 ms).
@@ -80,9 +86,11 @@ type Config struct {
 	// relays held then leave with it, which closes the window; membership
 	// messages queued meanwhile leave with the relays. With a window of
 	// about one compute time most relays ride on the next own update and a
-	// link carries one or two envelopes an iteration: at P = 128, 13.9
-	// messages per node per iteration against 44 with 1 ms, for 25 % more
-	// simulated time (see the README).
+	// link carries one or two envelopes an iteration: at P = 256 on lan,
+	// 15.1 messages per node per iteration against 45.8 with 1 ms (see the
+	// README). Holding every relay that arrives while a node computes for
+	// its own update, as the mesh daemon does, sent 13.9, but left updates
+	// undelivered in 2 of TestSimLongSplitUnderChurn's 200 runs.
 	FlushDelay time.Duration
 	// Sync tunes the nodes' retransmission (node.SyncConfig defaults).
 	Sync node.SyncConfig
@@ -239,9 +247,6 @@ func (c *Config) validate() error {
 		c.ComputeTime = 10 * time.Millisecond
 	}
 	worst := c.WAN.MaxLatency() + c.WAN.Jitter
-	if c.SyncTimeout == 0 {
-		c.SyncTimeout = c.ComputeTime + 2*worst + c.FlushDelay
-	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = 100 * time.Millisecond
 	}
@@ -274,6 +279,21 @@ const (
 	evCheck
 	evGone // a leaver stops: its notice was acknowledged, or it gave up
 )
+
+// The causes a message of the update protocol leaves for, counted apart in
+// the report (Report.MessagesBy).
+const (
+	causeOwnUpdate   = iota // with the node's own update, relays held then included
+	causeWindow             // when a relay window closes
+	causeTick               // on a tick, with no window open
+	causeAtOnce             // as soon as it is queued (no relay window)
+	causeStallSync          // requests of a node waiting at its gate
+	causeAntiEntropy        // anti-entropy requests
+	causeMembership         // on a join, rejoin or leave
+	numCauses
+)
+
+var causeNames = [numCauses]string{"own_update", "window", "tick", "at_once", "stall_sync_requests", "anti_entropy_requests", "membership_change"}
 
 type simNode struct {
 	idx   int
@@ -340,6 +360,7 @@ type sim struct {
 	nextStep int
 	test     []dataset.Row
 	hops     float64
+	diameter int
 	cdcName  string
 
 	// What new cores are built from.
@@ -364,6 +385,10 @@ type sim struct {
 	retired []incarnationSpan
 
 	msgs, bytes, syncMsgs, syncBytes, dups uint64
+	// cause is why the messages being sent now leave (one of the causes
+	// below); sentBy counts the update protocol's messages by it.
+	cause  int
+	sentBy [numCauses]uint64
 	// memberMsgs and memberBytes count the membership protocol's
 	// messages (hellos, admits, leaves, acks), apart from msgs and bytes.
 	memberMsgs, memberBytes   uint64
@@ -402,7 +427,6 @@ func newSim(cfg Config) (*sim, error) {
 		net:       cfg.WAN,
 		jitter:    float64(cfg.WAN.Jitter),
 		tick:      int64(cfg.Tick),
-		timeout:   int64(cfg.SyncTimeout),
 		interval:  int64(cfg.SyncInterval),
 		flushDly:  int64(cfg.FlushDelay),
 		test:      cfg.Test.Rows,
@@ -449,12 +473,33 @@ func newSim(cfg Config) (*sim, error) {
 	s.measureSites()
 	router := s.overlay(s.ids[:cfg.Nodes], s.labels)
 	s.hops, s.sites = router.MeanHops(), netmodel.SiteCount(router)
+	s.diameter = diameter(router)
+	s.timeout = int64(cfg.SyncTimeout)
+	if s.timeout == 0 {
+		s.timeout = int64(syncTimeout(cfg, s.diameter))
+	}
 	for _, n := range s.nodes {
 		if n.core, err = s.newCore(n.idx, nil, nil); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// diameter is the most hops an update takes over router: 1 on the full
+// mesh.
+func diameter(router netmodel.Router) int {
+	if d, ok := router.(interface{ Diameter() int }); ok {
+		return max(1, d.Diameter())
+	}
+	return 1
+}
+
+// syncTimeout is Config.SyncTimeout's default over an overlay of the given
+// diameter.
+func syncTimeout(cfg Config, diameter int) time.Duration {
+	worst := cfg.WAN.MaxLatency() + cfg.WAN.Jitter
+	return cfg.ComputeTime + 2*worst + time.Duration(diameter)*cfg.FlushDelay
 }
 
 // newCore builds node i's core: from scratch over the run's initial nodes,
@@ -614,11 +659,13 @@ func (s *sim) run(ctx context.Context) error {
 		case evStallSync:
 			if n := s.nodes[ev.node]; n.alive && n.stalled && ev.tag == n.stallEpoch {
 				s.stallSyncs++
+				s.cause = causeStallSync
 				s.sendAll(n, n.core.SyncRequest(), true)
 				s.schedule(s.now+s.timeout, evStallSync, ev.node, 0, ev.tag, nil)
 			}
 		case evAntiEntropy:
 			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc {
+				s.cause = causeAntiEntropy
 				s.sendAll(n, n.core.AntiEntropy(), true)
 				s.schedule(s.now+s.interval, evAntiEntropy, ev.node, 0, ev.tag, nil)
 			}
@@ -627,6 +674,7 @@ func (s *sim) run(ctx context.Context) error {
 			// carries the window's number).
 			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc && n.flushArmed && uint32(ev.from) == n.window {
 				n.flushArmed = false
+				s.cause = causeWindow
 				s.flush(n)
 			}
 		case evTick:
@@ -635,6 +683,7 @@ func (s *sim) run(ctx context.Context) error {
 					break
 				}
 				n.core.Tick()
+				s.cause = causeTick
 				if !n.flushArmed {
 					// Held relays, and what the tick queued with them,
 					// leave when their window closes.
@@ -690,6 +739,7 @@ func (s *sim) trainDone(ev simEvent) error {
 	// The held relays ride with the node's own update, and the window
 	// they were waiting in closes.
 	n.flushArmed = false
+	s.cause = causeOwnUpdate
 	s.flush(n)
 	if err := s.fireSteps(); err != nil {
 		return err
@@ -814,7 +864,15 @@ func (s *sim) flush(n *simNode) {
 		case node.EventDiverged:
 			s.divergences = append(s.divergences, Divergence{SimulatedSeconds: float64(s.now) / 1e9, Node: n.id, Member: e.Member, Row: e.Clock})
 		}
+	}
+	// A change of membership can leave the core waiting again (a member
+	// came back behind it); any other event leaves it done. Clearing the
+	// flag on every event left a done core marked not done until its next
+	// tick, and under churn some node always was when the others ticked:
+	// the run counted as stalled.
+	if len(rd.Events) > 0 && n.done && !n.core.Done() {
 		n.done = false
+		s.noteDone()
 	}
 	if n.leaving {
 		if _, waiting := n.core.LeaveStatus(); len(waiting) == 0 {
@@ -866,6 +924,7 @@ func (s *sim) join(i, first int, via []int) error {
 	}
 	s.schedule(s.now+s.interval, evAntiEntropy, int32(i), 0, n.inc, nil)
 	s.schedule(s.now+s.tick, evTick, int32(i), 0, n.inc, nil)
+	s.cause = causeMembership
 	s.flush(n)
 	s.flush(donor)
 	s.advance(n)
@@ -915,6 +974,7 @@ func (s *sim) rejoin(n *simNode) bool {
 	}
 	s.schedule(s.now+s.interval, evAntiEntropy, int32(n.idx), 0, n.inc, nil)
 	s.schedule(s.now+s.tick, evTick, int32(n.idx), 0, n.inc, nil)
+	s.cause = causeMembership
 	s.flush(n)
 	s.flush(donor)
 	s.advance(n)
@@ -933,6 +993,7 @@ func (s *sim) leave(n *simNode) {
 	n.last = n.core.Clock()
 	n.core.StartLeave()
 	s.schedule(s.now+leaveTimeout, evGone, int32(n.idx), 0, n.inc, nil)
+	s.cause = causeMembership
 	s.flush(n)
 }
 
