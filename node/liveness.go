@@ -163,8 +163,13 @@ type protocol struct {
 	// admits are the admit announcements this node made lately, resent
 	// with its hellos until their tick (see hello).
 	admits []recentAdmit
-	// membershipChanged asks for the overlay to be rebuilt.
+	// membershipChanged asks for the overlay to be rebuilt; overlayStale
+	// says it was asked for and is built when the node next routes.
 	membershipChanged bool
+	overlayStale      bool
+	// withholders counts the members suspected of withholding
+	// (memberInfo.withholding).
+	withholders int
 	// rejoin is the member this node must rejoin through (catchup.go).
 	rejoin string
 }
@@ -184,6 +189,7 @@ const admitResends = 3
 
 func (n *Node) initProtocol() {
 	n.proto.info = make(map[string]*memberInfo, len(n.members))
+	n.proto.withholders = 0
 	n.proto.peers = map[string]uint64{}
 	for _, m := range n.members {
 		n.trackMember(m)
@@ -375,6 +381,7 @@ func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
 		return
 	}
 	i.blockedSince, i.withheld, i.withholding = 0, n.vc.Get(m), true
+	n.proto.withholders++
 	n.Suspect(m)
 	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})
 	p.membershipChanged = true
@@ -383,9 +390,15 @@ func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
 // releaseWithholders returns to the live set the members suspected of
 // withholding whose updates came after all.
 func (n *Node) releaseWithholders() {
+	// Called on every envelope: without suspects of withholding (the
+	// usual case) it need not look at each of the P members.
+	if n.proto.withholders == 0 {
+		return
+	}
 	for _, m := range n.members {
 		if i := n.proto.info[m]; i != nil && i.withholding && n.vc.Get(m) > i.withheld {
 			i.withholding = false
+			n.proto.withholders--
 			n.heard(m)
 		}
 	}
@@ -672,11 +685,25 @@ func (n *Node) rebuildIfChanged() {
 		return
 	}
 	n.proto.membershipChanged = false
-	if n.cfg.Overlay == nil {
-		return
+	// The overlay is built when the node next routes, not here: a mesh of
+	// P starting hears P - 1 first hellos, each a change of labels, and
+	// routes a few times in between, so building on each change cost
+	// O(P) per hello and O(P^2) per node. The overlay is a pure function
+	// of the live set and the labels (Config.Overlay), so building it late
+	// builds the same one.
+	n.proto.overlayStale = n.cfg.Overlay != nil
+}
+
+// currentRouter returns the router, building the overlay first when the
+// membership changed since it was built.
+func (n *Node) currentRouter() Router {
+	if n.proto.overlayStale {
+		n.proto.overlayStale = false
+		live := slices.DeleteFunc(n.Live(), n.Leaving)
+		n.cfg.Router = n.cfg.Overlay(live, n.Sites())
+		n.rebuildRouter()
 	}
-	live := slices.DeleteFunc(n.Live(), n.Leaving)
-	n.SetRouter(n.cfg.Overlay(live, n.Sites()))
+	return n.router
 }
 
 // takeProtocolOutput moves what the protocol produced into rd.

@@ -214,6 +214,7 @@ func (n *Node) Members() []string { return slices.Clone(n.members) }
 // changes. nil returns to a full mesh over the members.
 func (n *Node) SetRouter(r Router) {
 	n.cfg.Router = r
+	n.proto.overlayStale = false
 	n.rebuildRouter()
 }
 

@@ -117,12 +117,14 @@ type Config struct {
 	// Sync tunes retransmission and the membership protocol's timing
 	// (see SyncConfig); zero values take the defaults.
 	Sync SyncConfig
-	// Overlay, when set, builds the router over the live members each time
-	// the membership protocol changes them or a member announces another
+	// Overlay, when set, builds the router over the live members after
+	// the membership protocol changed them or a member announced another
 	// site label (see Node.SetSite), from the labels the members announced
-	// in their hellos (Node.Sites). It must be a pure function of its
+	// in their hellos (Node.Sites): once per change that the node routes
+	// after, when it next routes. It must be a pure function of its
 	// inputs, such as halton.BuildSites, so that members with the same view
-	// of the membership relay along the same trees.
+	// of the membership relay along the same trees, and a late build
+	// builds the same router.
 	Overlay func(live []string, site map[string]string) Router
 }
 
@@ -892,7 +894,7 @@ func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
 
 // route queues u for the next hops the router gives for this node.
 func (n *Node) route(u Update) {
-	for _, hop := range n.router.Forward(u.Origin, n.cfg.ID) {
+	for _, hop := range n.currentRouter().Forward(u.Origin, n.cfg.ID) {
 		if hop == n.cfg.ID || hop == u.Origin || !n.live[hop] || n.Leaving(hop) {
 			continue
 		}
@@ -960,7 +962,7 @@ func (n *Node) Rejections() uint64 { return n.rejections }
 // next hops of origin's tree in the overlay, as for its updates.
 func (n *Node) Relays(origin string) []string {
 	var out []string
-	for _, hop := range n.router.Forward(origin, n.cfg.ID) {
+	for _, hop := range n.currentRouter().Forward(origin, n.cfg.ID) {
 		if hop != n.cfg.ID && hop != origin && n.live[hop] {
 			out = append(out, hop)
 		}
