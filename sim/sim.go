@@ -105,8 +105,10 @@ type Config struct {
 	EvalEvery int
 }
 
-// MaxNodes bounds Config.Nodes: link state is a dense P×P table.
-const MaxNodes = 4096
+// MaxNodes bounds Config.Nodes (and the joiners of a fault script). Link
+// state is kept only for the links busy now, so memory bounds P: each core
+// holds O(P) per-member state.
+const MaxNodes = 16384
 
 // Progress is one progress report of a simulated run.
 type Progress struct {
@@ -335,7 +337,12 @@ type sim struct {
 	rng   *rand.Rand
 	trace simTrace
 
-	busy     []int64 // per directed link, when it is free again
+	// busy is when a directed link (linkKey) is free again, for the links
+	// still busy at the last sweep or sent on since: a link free by now
+	// is the same as one never used, and every node broadcasts to every
+	// other, so a table of all P² links would be dense.
+	busy     map[uint64]int64
+	busyKept int
 	lat      [][]int64
 	bw       [][]float64
 	net      testnet.LinkProfile // with the scenario's loss, dup and reorder
@@ -438,7 +445,7 @@ func newSim(cfg Config) (*sim, error) {
 		return nil, err
 	}
 	p := s.p
-	s.busy = make([]int64, p*p)
+	s.busy = map[uint64]int64{}
 	s.index = make(map[string]int32, p)
 	width := len(strconv.Itoa(p - 1))
 	s.ids = make([]string, p)
