@@ -126,6 +126,26 @@ type Config struct {
 	// of the membership relay along the same trees, and a late build
 	// builds the same router.
 	Overlay func(live []string, site map[string]string) Router
+	// OverlayByKey, when set, is asked for the router before Overlay is,
+	// with digests of the overlay's input (see OverlayKey) kept up to date
+	// as the membership changes, in O(1) for a label. A driver whose cores
+	// share overlays (the simulator) returns the router it built for an
+	// equal input, or nil to have Overlay build it. Nil in production.
+	OverlayByKey func(key OverlayKey) Router
+	// OverlayBuilt, when set, is told each router Overlay built, with its
+	// key.
+	OverlayBuilt func(key OverlayKey, r Router)
+}
+
+// OverlayKey digests what Config.Overlay builds from: the live members
+// that are not leaving (Members), the same with each one's label
+// (Labelled), and how many of them have none (Unlabelled). A builder that
+// reads no labels unless every member has one (halton.BuildSites) builds
+// the same router for the same Members while Unlabelled > 0, as a mesh
+// starting does until each member's first hello is in.
+type OverlayKey struct {
+	Members, Labelled uint64
+	Unlabelled        int
 }
 
 // DecodeCache remembers what recent frames decode to. Decoding is a pure
@@ -489,6 +509,7 @@ func (n *Node) Live() []string { return slices.Clone(n.liveList) }
 // setLive marks a member up or down and rebuilds the live list.
 func (n *Node) setLive(id string, up bool) {
 	n.live[id] = up
+	n.proto.overlayKeyStale = true
 	n.liveList = n.liveList[:0]
 	for _, m := range n.members {
 		if n.live[m] {
@@ -554,6 +575,7 @@ func (n *Node) peerDown(id string) {
 	}
 	n.setLive(id, false)
 	delete(n.leaving, id)
+	n.proto.overlayKeyStale = true
 	// What was queued for it would go nowhere; should it come back, it
 	// pulls what it missed.
 	delete(n.outbox, id)

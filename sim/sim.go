@@ -366,7 +366,14 @@ type sim struct {
 	// routers holds the overlays of the live sets nodes have, keyed by
 	// the set and its site labels.
 	routers map[string]testnet.Router
-	joined  int
+	// keyed holds the overlays cores built, by their key
+	// (node.Config.OverlayByKey): a core whose input has a key seen before
+	// takes that overlay in O(1), where even a lookup in routers reads
+	// the whole live set. flat holds those built while some member had no
+	// label, by the live set alone: halton.BuildSites builds the flat
+	// overlay then, whatever the other labels.
+	keyed, flat map[uint64]node.Router
+	joined      int
 	// rejoins counts the new incarnations of nodes that fell behind the
 	// frame history.
 	rejoins int
@@ -429,6 +436,8 @@ func newSim(cfg Config) (*sim, error) {
 		mdl:       mdl,
 		cdc:       cdc,
 		routers:   map[string]testnet.Router{},
+		keyed:     map[uint64]node.Router{},
+		flat:      map[uint64]node.Router{},
 	}
 	if cfg.EvalEvery > 0 {
 		s.evalEvery = uint64(cfg.EvalEvery)
@@ -505,6 +514,8 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		Seed:          cfg.Seed,
 		Shard:         shard.Rows,
 		Overlay:       s.lazyOverlay,
+		OverlayByKey:  s.keyedOverlay,
+		OverlayBuilt:  s.keepOverlay,
 		DecodeCache:   s.cache,
 		Start:         start,
 		Admission:     admission,
@@ -574,6 +585,27 @@ type lazyRouter struct {
 	live []string
 	site map[string]string
 	r    testnet.Router
+}
+
+// keyedOverlay returns the overlay built before for an input with this
+// key, or nil.
+func (s *sim) keyedOverlay(key node.OverlayKey) node.Router {
+	if key.Unlabelled > 0 {
+		return s.flat[key.Members]
+	}
+	return s.keyed[key.Labelled]
+}
+
+// keepOverlay remembers the overlay a core built under its key.
+func (s *sim) keepOverlay(key node.OverlayKey, r node.Router) {
+	m, k := s.keyed, key.Labelled
+	if key.Unlabelled > 0 {
+		m, k = s.flat, key.Members
+	}
+	if len(m) >= 64 {
+		clear(m)
+	}
+	m[k] = r
 }
 
 func (s *sim) lazyOverlay(live []string, site map[string]string) node.Router {
