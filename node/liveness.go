@@ -163,8 +163,21 @@ type protocol struct {
 	// admits are the admit announcements this node made lately, resent
 	// with its hellos until their tick (see hello).
 	admits []recentAdmit
-	// membershipChanged asks for the overlay to be rebuilt.
+	// membershipChanged asks for the overlay to be rebuilt; overlayStale
+	// says it was asked for and is built when the node next routes.
 	membershipChanged bool
+	overlayStale      bool
+	// overlayKey digests the overlay's input (see OverlayKey): sums of
+	// keyOf over the live members not leaving, each one's labelled term
+	// kept in overlayTerms. overlayKeyStale says the live set or the
+	// leaving changed since it was summed, and it is summed again when
+	// asked for; a label changes one term.
+	overlayKey      OverlayKey
+	overlayTerms    map[string]uint64
+	overlayKeyStale bool
+	// withholders counts the members suspected of withholding
+	// (memberInfo.withholding).
+	withholders int
 	// rejoin is the member this node must rejoin through (catchup.go).
 	rejoin string
 }
@@ -184,6 +197,7 @@ const admitResends = 3
 
 func (n *Node) initProtocol() {
 	n.proto.info = make(map[string]*memberInfo, len(n.members))
+	n.proto.withholders = 0
 	n.proto.peers = map[string]uint64{}
 	for _, m := range n.members {
 		n.trackMember(m)
@@ -235,6 +249,7 @@ func (n *Node) SetSite(label string) error {
 		return fmt.Errorf("set site: %w", err)
 	}
 	if label != n.proto.site {
+		n.relabel(n.cfg.ID, n.proto.site, label)
 		n.proto.site = label
 		n.proto.membershipChanged = true
 		n.rebuildIfChanged()
@@ -375,6 +390,7 @@ func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
 		return
 	}
 	i.blockedSince, i.withheld, i.withholding = 0, n.vc.Get(m), true
+	n.proto.withholders++
 	n.Suspect(m)
 	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})
 	p.membershipChanged = true
@@ -383,9 +399,15 @@ func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
 // releaseWithholders returns to the live set the members suspected of
 // withholding whose updates came after all.
 func (n *Node) releaseWithholders() {
+	// Called on every envelope: without suspects of withholding (the
+	// usual case) it need not look at each of the P members.
+	if n.proto.withholders == 0 {
+		return
+	}
 	for _, m := range n.members {
 		if i := n.proto.info[m]; i != nil && i.withholding && n.vc.Get(m) > i.withheld {
 			i.withholding = false
+			n.proto.withholders--
 			n.heard(m)
 		}
 	}
@@ -563,6 +585,7 @@ func (n *Node) onHello(a Announcement) RejectReason {
 		n.proto.events = append(n.proto.events, Event{Kind: EventAddrs, Member: a.Member})
 	}
 	if i.site != a.Site {
+		n.relabel(a.Member, i.site, a.Site)
 		i.site = a.Site
 		n.proto.membershipChanged = true
 	}
@@ -672,11 +695,107 @@ func (n *Node) rebuildIfChanged() {
 		return
 	}
 	n.proto.membershipChanged = false
-	if n.cfg.Overlay == nil {
-		return
+	// The overlay is built when the node next routes, not here: a mesh of
+	// P starting hears P - 1 first hellos, each a change of labels, and
+	// routes a few times in between, so building on each change cost
+	// O(P) per hello and O(P^2) per node. The overlay is a pure function
+	// of the live set and the labels (Config.Overlay), so building it late
+	// builds the same one.
+	n.proto.overlayStale = n.cfg.Overlay != nil
+}
+
+// currentRouter returns the router, building the overlay first when the
+// membership changed since it was built.
+func (n *Node) currentRouter() Router {
+	if n.proto.overlayStale {
+		n.proto.overlayStale = false
+		var r Router
+		key := n.currentOverlayKey()
+		if n.cfg.OverlayByKey != nil {
+			r = n.cfg.OverlayByKey(key)
+		}
+		if r == nil {
+			r = n.cfg.Overlay(slices.DeleteFunc(n.Live(), n.Leaving), n.Sites())
+			if n.cfg.OverlayBuilt != nil {
+				n.cfg.OverlayBuilt(key, r)
+			}
+		}
+		n.cfg.Router = r
+		n.rebuildRouter()
 	}
-	live := slices.DeleteFunc(n.Live(), n.Leaving)
-	n.SetRouter(n.cfg.Overlay(live, n.Sites()))
+	return n.router
+}
+
+// keyOf is member m's term in the overlay's key: a 64-bit digest of its
+// id's length, id and label (FNV-1a, then fmix64).
+func keyOf(m, site string) uint64 {
+	h := (14695981039346656037 ^ uint64(len(m))) * 1099511628211
+	for i := 0; i < len(m); i++ {
+		h = (h ^ uint64(m[i])) * 1099511628211
+	}
+	for i := 0; i < len(site); i++ {
+		h = (h ^ uint64(site[i])) * 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+// siteOf is the label member m announced ("" for none).
+func (n *Node) siteOf(m string) string {
+	if m == n.cfg.ID {
+		return n.proto.site
+	}
+	if i := n.proto.info[m]; i != nil {
+		return i.site
+	}
+	return ""
+}
+
+// currentOverlayKey returns the overlay's key, summed again over the live
+// members when the live set or the leaving changed.
+func (n *Node) currentOverlayKey() OverlayKey {
+	p := &n.proto
+	if p.overlayKeyStale || p.overlayTerms == nil {
+		p.overlayKeyStale = false
+		p.overlayKey = OverlayKey{}
+		p.overlayTerms = make(map[string]uint64, len(n.liveList))
+		for _, m := range n.liveList {
+			if n.Leaving(m) {
+				continue
+			}
+			site := n.siteOf(m)
+			t := keyOf(m, site)
+			p.overlayTerms[m] = t
+			p.overlayKey.Labelled += t
+			p.overlayKey.Members += keyOf(m, "")
+			if site == "" {
+				p.overlayKey.Unlabelled++
+			}
+		}
+	}
+	return p.overlayKey
+}
+
+// relabel changes member m's term in the overlay's key to its new label:
+// O(1), where summing the key again is O(P), and a mesh of P starting
+// hears P - 1 labels.
+func (n *Node) relabel(m, from, to string) {
+	p := &n.proto
+	if t, ok := p.overlayTerms[m]; ok && !p.overlayKeyStale {
+		nt := keyOf(m, to)
+		p.overlayKey.Labelled += nt - t
+		p.overlayTerms[m] = nt
+		switch {
+		case from == "" && to != "":
+			p.overlayKey.Unlabelled--
+		case from != "" && to == "":
+			p.overlayKey.Unlabelled++
+		}
+	}
 }
 
 // takeProtocolOutput moves what the protocol produced into rd.

@@ -92,6 +92,7 @@ func (n *pnet) deliver(from, to string, data []byte) {
 
 // round ticks every node once, trains those that can, and delivers.
 func (n *pnet) round() {
+	n.checkOverlayKeys()
 	for _, id := range n.order {
 		if s := n.nodes[id]; s != nil {
 			s.Tick()
@@ -110,6 +111,31 @@ func (n *pnet) round() {
 		}
 	}
 	n.flush()
+}
+
+// checkOverlayKeys fails when a node's overlay key, kept up to date as
+// labels come (Node.relabel), differs from the key summed afresh over its
+// live members and their labels.
+func (n *pnet) checkOverlayKeys() {
+	n.t.Helper()
+	for _, id := range n.order {
+		s := n.nodes[id]
+		if s == nil {
+			continue
+		}
+		var want OverlayKey
+		sites := s.Sites()
+		for _, m := range slices.DeleteFunc(s.Live(), s.Leaving) {
+			want.Labelled += keyOf(m, sites[m])
+			want.Members += keyOf(m, "")
+			if sites[m] == "" {
+				want.Unlabelled++
+			}
+		}
+		if got := s.currentOverlayKey(); got != want {
+			n.t.Fatalf("%s: overlay key %+v, summed afresh %+v", id, got, want)
+		}
+	}
 }
 
 func (n *pnet) flushMsgs(from string, msgs []Message) {

@@ -90,6 +90,7 @@ func (n *Node) start(s *Snapshot) error {
 		}
 		n.insertMember(e.ID)
 		n.live[e.ID] = e.Live
+		n.proto.overlayKeyStale = true
 		n.vc.Set(e.ID, e.High)
 		if e.ID != n.cfg.ID && e.Entry > 0 {
 			n.setEntry(e.ID, e.Entry)
@@ -145,6 +146,7 @@ func (n *Node) addMember(id string, entry uint64) {
 	n.setLive(id, true)
 	delete(n.left, id)
 	delete(n.leaving, id)
+	n.proto.overlayKeyStale = true
 	n.commit()
 }
 
@@ -167,6 +169,7 @@ func (n *Node) markLeft(id string, last uint64) {
 	n.left[id] = last
 	if n.live[id] {
 		n.leaving[id] = last
+		n.proto.overlayKeyStale = true
 	}
 }
 
@@ -214,6 +217,7 @@ func (n *Node) Members() []string { return slices.Clone(n.members) }
 // changes. nil returns to a full mesh over the members.
 func (n *Node) SetRouter(r Router) {
 	n.cfg.Router = r
+	n.proto.overlayStale = false
 	n.rebuildRouter()
 }
 

@@ -117,13 +117,35 @@ type Config struct {
 	// Sync tunes retransmission and the membership protocol's timing
 	// (see SyncConfig); zero values take the defaults.
 	Sync SyncConfig
-	// Overlay, when set, builds the router over the live members each time
-	// the membership protocol changes them or a member announces another
+	// Overlay, when set, builds the router over the live members after
+	// the membership protocol changed them or a member announced another
 	// site label (see Node.SetSite), from the labels the members announced
-	// in their hellos (Node.Sites). It must be a pure function of its
+	// in their hellos (Node.Sites): once per change that the node routes
+	// after, when it next routes. It must be a pure function of its
 	// inputs, such as halton.BuildSites, so that members with the same view
-	// of the membership relay along the same trees.
+	// of the membership relay along the same trees, and a late build
+	// builds the same router.
 	Overlay func(live []string, site map[string]string) Router
+	// OverlayByKey, when set, is asked for the router before Overlay is,
+	// with digests of the overlay's input (see OverlayKey) kept up to date
+	// as the membership changes, in O(1) for a label. A driver whose cores
+	// share overlays (the simulator) returns the router it built for an
+	// equal input, or nil to have Overlay build it. Nil in production.
+	OverlayByKey func(key OverlayKey) Router
+	// OverlayBuilt, when set, is told each router Overlay built, with its
+	// key.
+	OverlayBuilt func(key OverlayKey, r Router)
+}
+
+// OverlayKey digests what Config.Overlay builds from: the live members
+// that are not leaving (Members), the same with each one's label
+// (Labelled), and how many of them have none (Unlabelled). A builder that
+// reads no labels unless every member has one (halton.BuildSites) builds
+// the same router for the same Members while Unlabelled > 0, as a mesh
+// starting does until each member's first hello is in.
+type OverlayKey struct {
+	Members, Labelled uint64
+	Unlabelled        int
 }
 
 // DecodeCache remembers what recent frames decode to. Decoding is a pure
@@ -484,6 +506,7 @@ func (n *Node) Live() []string { return slices.Clone(n.liveList) }
 // setLive marks a member up or down and rebuilds the live list.
 func (n *Node) setLive(id string, up bool) {
 	n.live[id] = up
+	n.proto.overlayKeyStale = true
 	n.liveList = n.liveList[:0]
 	for _, m := range n.members {
 		if n.live[m] {
@@ -549,6 +572,7 @@ func (n *Node) peerDown(id string) {
 	}
 	n.setLive(id, false)
 	delete(n.leaving, id)
+	n.proto.overlayKeyStale = true
 	// What was queued for it would go nowhere; should it come back, it
 	// pulls what it missed.
 	delete(n.outbox, id)
@@ -889,7 +913,7 @@ func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
 
 // route queues u for the next hops the router gives for this node.
 func (n *Node) route(u Update) {
-	for _, hop := range n.router.Forward(u.Origin, n.cfg.ID) {
+	for _, hop := range n.currentRouter().Forward(u.Origin, n.cfg.ID) {
 		if hop == n.cfg.ID || hop == u.Origin || !n.live[hop] || n.Leaving(hop) {
 			continue
 		}
@@ -957,7 +981,7 @@ func (n *Node) Rejections() uint64 { return n.rejections }
 // next hops of origin's tree in the overlay, as for its updates.
 func (n *Node) Relays(origin string) []string {
 	var out []string
-	for _, hop := range n.router.Forward(origin, n.cfg.ID) {
+	for _, hop := range n.currentRouter().Forward(origin, n.cfg.ID) {
 		if hop != n.cfg.ID && hop != origin && n.live[hop] {
 			out = append(out, hop)
 		}

@@ -256,15 +256,20 @@ func each(u codec.Sparse, f func(k int, x float64)) {
 	}
 }
 
-// window is a ring of the last n values with a median.
+// window is a ring of the last n values with a median. sorted holds the
+// same values in order, kept so on each push (a remove and an insert)
+// rather than sorted again for each median: a core asks for the median of
+// every update it checks.
 type window struct {
-	vals    []float64
-	next    int
-	full    bool
-	scratch []float64
+	vals   []float64
+	next   int
+	full   bool
+	sorted []float64
 }
 
-func newWindow(n int) window { return window{vals: make([]float64, n)} }
+func newWindow(n int) window {
+	return window{vals: make([]float64, n), sorted: make([]float64, 0, n)}
+}
 
 func (w *window) len() int {
 	if w.full {
@@ -274,6 +279,12 @@ func (w *window) len() int {
 }
 
 func (w *window) push(x float64) {
+	if w.full {
+		i, _ := slices.BinarySearch(w.sorted, w.vals[w.next])
+		w.sorted = slices.Delete(w.sorted, i, i+1)
+	}
+	i, _ := slices.BinarySearch(w.sorted, x)
+	w.sorted = slices.Insert(w.sorted, i, x)
 	w.vals[w.next] = x
 	w.next++
 	if w.next == len(w.vals) {
@@ -288,7 +299,5 @@ func (w *window) median() float64 {
 	if n == 0 {
 		return 0
 	}
-	w.scratch = append(w.scratch[:0], w.vals[:n]...)
-	slices.Sort(w.scratch)
-	return w.scratch[(n-1)/2]
+	return w.sorted[(n-1)/2]
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -475,5 +476,34 @@ func TestJoinerDoesNotApplyRefusedUpdate(t *testing.T) {
 	}
 	if again := j.Snapshot(); !slices.Equal(again.Refused, given.Refused) {
 		t.Fatalf("the joiner's own snapshot marks %v refused, want %v", again.Refused, given.Refused)
+	}
+}
+
+// The robust checks' window keeps its values in order as they come and
+// go: its median is the sorted ring's lower middle value after every push,
+// duplicates and a wrapping ring included.
+func TestWindowMedianFollowsTheRing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	for _, size := range []int{1, 2, 5, 64} {
+		w := newWindow(size)
+		var ring []float64
+		for i := range 300 {
+			x := float64(rng.IntN(20)) // many repeats
+			if i%7 == 0 {
+				x = rng.NormFloat64()
+			}
+			w.push(x)
+			ring = append(ring, x)
+			if len(ring) > size {
+				ring = ring[1:]
+			}
+			sorted := slices.Sorted(slices.Values(ring))
+			if got, want := w.median(), sorted[(len(sorted)-1)/2]; got != want || w.len() != len(ring) {
+				t.Fatalf("size %d, push %d: median %v of %d values, want %v of %d", size, i, got, w.len(), want, len(ring))
+			}
+		}
+	}
+	if w := newWindow(4); w.median() != 0 {
+		t.Fatalf("empty window's median %v", w.median())
 	}
 }

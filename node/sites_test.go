@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,7 +43,7 @@ func TestSitesTravelInHellosAndShapeTheOverlay(t *testing.T) {
 		t.Fatalf("SetSite with a space: err %v, site now %q", err, n.nodes["a/1"].Sites()["a/1"])
 	}
 	for _, id := range ids {
-		if r := n.nodes[id].router.(*halton.SiteOverlay); r.Sites() != 1 {
+		if r := n.nodes[id].currentRouter().(*halton.SiteOverlay); r.Sites() != 1 {
 			t.Fatalf("%s built %d sites before hearing any label", id, r.Sites())
 		}
 	}
@@ -54,7 +55,7 @@ func TestSitesTravelInHellosAndShapeTheOverlay(t *testing.T) {
 		if got := s.Sites(); !maps.Equal(got, want) {
 			t.Fatalf("%s heard sites %v, want %v", id, got, want)
 		}
-		if r := s.router.(*halton.SiteOverlay); r.Sites() != 2 || r.Site("a/1") != "east" {
+		if r := s.currentRouter().(*halton.SiteOverlay); r.Sites() != 2 || r.Site("a/1") != "east" {
 			t.Fatalf("%s relays along %d sites", id, r.Sites())
 		}
 	}
@@ -154,4 +155,60 @@ func TestDisagreeingOverlaysNeitherDuplicateNorLoseUpdates(t *testing.T) {
 			t.Fatalf("agree=%v: %d duplicates dropped", agree, duplicates)
 		}
 	}
+}
+
+// A core builds its overlay when it routes, not on each change of
+// membership it hears: a mesh starting hears P - 1 first hellos, each a
+// change of labels. What it routes along is still the overlay over the
+// live set and the labels it holds at that moment.
+func TestOverlayIsBuiltWhenRoutedOver(t *testing.T) {
+	ids := make([]string, 8)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%d/1", i)
+	}
+	builds := map[string]int{}
+	n := newSitePnet(t, ids, 6, func(live []string, site map[string]string) Router {
+		return halton.BuildSites(live, site)
+	})
+	for i, id := range ids {
+		if err := n.nodes[id].SetSite(fmt.Sprint(i % 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		s := n.nodes[id]
+		s.SetOverlay(func(live []string, site map[string]string) Router {
+			builds[s.ID()]++
+			return halton.BuildSites(live, site)
+		})
+		if builds[id] != 0 {
+			t.Fatalf("%s built its overlay %d times before routing", id, builds[id])
+		}
+	}
+	// Every member hears the others' first hellos in the first rounds:
+	// seven changes of labels each, and one route per node per round.
+	for range 3 {
+		n.round()
+	}
+	for _, id := range ids {
+		// Built on each change, it would be 1 + 7 builds.
+		if builds[id] == 0 || builds[id] >= len(ids) {
+			t.Fatalf("%s built its overlay %d times in 3 rounds, want 1 to %d", id, builds[id], len(ids)-1)
+		}
+	}
+	n.round()
+	for _, id := range ids {
+		s := n.nodes[id]
+		got, want := s.currentRouter(), halton.BuildSites(slices.DeleteFunc(s.Live(), s.Leaving), s.Sites())
+		if got.(*halton.SiteOverlay).Sites() != 2 {
+			t.Fatalf("%s relays along %d sites", id, got.(*halton.SiteOverlay).Sites())
+		}
+		for _, origin := range ids {
+			if !slices.Equal(got.Forward(origin, id), want.Forward(origin, id)) {
+				t.Fatalf("%s relays %s's updates to %v, the overlay over what it holds to %v", id, origin, got.Forward(origin, id), want.Forward(origin, id))
+			}
+		}
+	}
+	n.runUntilDone(400)
+	n.checkSameViews()
 }

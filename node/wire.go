@@ -53,6 +53,11 @@ var ErrBadEnvelope = errors.New("bad envelope")
 // can check each length against the bytes that remain before it reads.
 func EncodeEnvelope(updates []Update) []byte {
 	w := wire.NewWriter()
+	size := envelopeHeaderBytes(len(updates))
+	for _, u := range updates {
+		size += updateWireBytes(u)
+	}
+	w.Grow(size)
 	w.Array(2)
 	w.Uint(wireVersion)
 	w.Array(len(updates))

@@ -48,6 +48,21 @@ func (s *sim) drop(from, to int32, size int, reason string) {
 	s.trace.words(trDrop, uint64(s.now), uint64(from), uint64(to), uint64(size), code)
 }
 
+// linkKey names the directed link from → to in sim.busy.
+func linkKey(from, to int32) uint64 { return uint64(uint32(from))<<32 | uint64(uint32(to)) }
+
+// sweepLinks forgets the links free by now. A fresh map, since a map
+// does not give back the room of the entries deleted from it.
+func (s *sim) sweepLinks() {
+	busy := make(map[uint64]int64, len(s.busy)/2)
+	for link, free := range s.busy {
+		if free > s.now {
+			busy[link] = free
+		}
+	}
+	s.busy, s.busyKept = busy, len(busy)
+}
+
 // send puts one message on the link from → to.
 func (s *sim) send(from, to int32, data []byte, sync bool) {
 	size := len(data)
@@ -69,10 +84,13 @@ func (s *sim) send(from, to int32, data []byte, sync bool) {
 		s.drop(from, to, size, "partition")
 		return
 	}
-	link := int(from)*s.p + int(to)
+	link := linkKey(from, to)
 	start := max(s.now, s.busy[link])
 	done := start + int64(float64(size)/s.bw[a.site][b.site]*1e9)
 	s.busy[link] = done
+	if len(s.busy) > max(4096, 2*s.busyKept) {
+		s.sweepLinks()
+	}
 	if s.net.Loss > 0 && s.rng.Float64() < s.net.Loss {
 		s.drop(from, to, size, "loss")
 		return

@@ -102,8 +102,10 @@ type Config struct {
 	EvalEvery int
 }
 
-// MaxNodes bounds Config.Nodes: link state is a dense P×P table.
-const MaxNodes = 4096
+// MaxNodes bounds Config.Nodes (and the joiners of a fault script). Link
+// state is kept only for the links busy now, so memory bounds P: each core
+// holds O(P) per-member state.
+const MaxNodes = 16384
 
 // Progress is one progress report of a simulated run.
 type Progress struct {
@@ -346,7 +348,12 @@ type sim struct {
 	// rejected is every core's Tracer: the one tally of their refusals.
 	rejected node.RejectTally
 
-	busy     []int64 // per directed link, when it is free again
+	// busy is when a directed link (linkKey) is free again, for the links
+	// still busy at the last sweep or sent on since: a link free by now
+	// is the same as one never used, and every node broadcasts to every
+	// other, so a table of all P² links would be dense.
+	busy     map[uint64]int64
+	busyKept int
 	lat      [][]int64
 	bw       [][]float64
 	net      netmodel.LinkProfile // with the scenario's loss, dup and reorder
@@ -371,7 +378,14 @@ type sim struct {
 	// routers holds the overlays of the live sets nodes have, keyed by
 	// the set and its site labels.
 	routers map[string]netmodel.Router
-	joined  int
+	// keyed holds the overlays cores built, by their key
+	// (node.Config.OverlayByKey): a core whose input has a key seen before
+	// takes that overlay in O(1), where even a lookup in routers reads
+	// the whole live set. flat holds those built while some member had no
+	// label, by the live set alone: halton.BuildSites builds the flat
+	// overlay then, whatever the other labels.
+	keyed, flat map[uint64]node.Router
+	joined      int
 	// rejoins counts the new incarnations of nodes that fell behind the
 	// frame history.
 	rejoins int
@@ -437,6 +451,8 @@ func newSim(cfg Config) (*sim, error) {
 		mdl:       mdl,
 		cdc:       cdc,
 		routers:   map[string]netmodel.Router{},
+		keyed:     map[uint64]node.Router{},
+		flat:      map[uint64]node.Router{},
 	}
 	if cfg.EvalEvery > 0 {
 		s.evalEvery = uint64(cfg.EvalEvery)
@@ -453,7 +469,7 @@ func newSim(cfg Config) (*sim, error) {
 		return nil, err
 	}
 	p := s.p
-	s.busy = make([]int64, p*p)
+	s.busy = map[uint64]int64{}
 	s.index = make(map[string]int32, p)
 	width := len(strconv.Itoa(p - 1))
 	s.ids = make([]string, p)
@@ -534,6 +550,8 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		Seed:          cfg.Seed,
 		Shard:         shard.Rows,
 		Overlay:       s.lazyOverlay,
+		OverlayByKey:  s.keyedOverlay,
+		OverlayBuilt:  s.keepOverlay,
 		DecodeCache:   s.cache,
 		Start:         start,
 		Admission:     admission,
@@ -604,6 +622,27 @@ type lazyRouter struct {
 	live []string
 	site map[string]string
 	r    netmodel.Router
+}
+
+// keyedOverlay returns the overlay built before for an input with this
+// key, or nil.
+func (s *sim) keyedOverlay(key node.OverlayKey) node.Router {
+	if key.Unlabelled > 0 {
+		return s.flat[key.Members]
+	}
+	return s.keyed[key.Labelled]
+}
+
+// keepOverlay remembers the overlay a core built under its key.
+func (s *sim) keepOverlay(key node.OverlayKey, r node.Router) {
+	m, k := s.keyed, key.Labelled
+	if key.Unlabelled > 0 {
+		m, k = s.flat, key.Members
+	}
+	if len(m) >= 64 {
+		clear(m)
+	}
+	m[k] = r
 }
 
 func (s *sim) lazyOverlay(live []string, site map[string]string) node.Router {

@@ -229,6 +229,42 @@ func TestSimLinkQueueing(t *testing.T) {
 	}
 }
 
+// The link table keeps only the links still busy: a sweep forgets those
+// free by now, and a message on a link still busy queues as before.
+func TestSimLinkSweepKeepsBusyLinks(t *testing.T) {
+	cfg := simConfig(t, 3, 1, 1)
+	wan, err := netmodel.ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 ms per 1000 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WAN = wan
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := int64(time.Millisecond)
+	s.send(0, 1, make([]byte, 1000), false) // free at 1 ms
+	s.send(1, 2, make([]byte, 5000), false) // free at 5 ms
+	s.now = 2 * ms
+	s.sweepLinks()
+	if _, ok := s.busy[linkKey(0, 1)]; ok || s.busy[linkKey(1, 2)] != 5*ms || len(s.busy) != 1 || s.busyKept != 1 {
+		t.Fatalf("after the sweep at 2 ms: %v, kept %d", s.busy, s.busyKept)
+	}
+	s.send(1, 2, make([]byte, 1000), false) // behind the 5 ms: free at 6 ms
+	s.send(0, 1, make([]byte, 1000), false) // from now: free at 3 ms
+	var got []int64
+	for len(s.q) > 0 {
+		got = append(got, s.q.pop().at)
+	}
+	want := []int64{11 * ms, 13 * ms, 15 * ms, 16 * ms}
+	if !slices.Equal(got, want) {
+		t.Fatalf("arrivals %v, want %v", got, want)
+	}
+}
+
 func TestSimEventOrder(t *testing.T) {
 	var q simQueue
 	for i, at := range []int64{5, 1, 3, 1, 5, 0, 3} {

@@ -249,6 +249,10 @@ func NewWriter() *Writer {
 // Bytes returns what was written.
 func (w *Writer) Bytes() []byte { return w.buf.Bytes() }
 
+// Grow makes room for n more bytes, for a writer that knows its size: a
+// large message then takes one allocation rather than a doubling series.
+func (w *Writer) Grow(n int) { w.buf.Grow(n) }
+
 // Array writes an array header of n elements.
 func (w *Writer) Array(n int) { _ = w.enc.EncodeArrayLen(n) }
 

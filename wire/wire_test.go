@@ -548,3 +548,22 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// A writer grown to its size writes the same bytes, into the room it made.
+func TestGrowKeepsTheBytes(t *testing.T) {
+	payload := bytes.Repeat([]byte{7}, 5000)
+	write := func(w *Writer) []byte {
+		w.Array(2)
+		w.Uint(300)
+		w.Bin(payload)
+		return w.Bytes()
+	}
+	plain := write(NewWriter())
+	grown := NewWriter()
+	grown.Grow(len(plain))
+	room := cap(grown.Bytes())
+	got := write(grown)
+	if !bytes.Equal(got, plain) || room < len(plain) || cap(got) != room {
+		t.Fatalf("grown writer: %d bytes (equal %v), room %d then cap %d, want %d bytes in the room", len(got), bytes.Equal(got, plain), room, cap(got), len(plain))
+	}
+}
