@@ -18,7 +18,7 @@
 //
 //  1. mesh.Daemon.Run opens the gate and calls Daemon.train, which calls
 //     Node.Train (sync.go) and Node.train (node.go).
-//  2. Node.train reads Node.View, takes Node.nextBatch, and asks package
+//  2. Node.train reads Node.View, takes Node.nextBatch (batch.go), and asks package
 //     model for the step: Model.Gradient, then Optimizer.Update;
 //     Node.withResidual adds what error feedback carried.
 //  3. Node.exchange (localsteps.go) encodes it, Node.encode with the
@@ -35,7 +35,7 @@
 //     MaxEnvelopeBytes before it reads, and puts the message on the Inbox;
 //     Daemon.Run hands it to Daemon.receive and Node.Receive (sync.go).
 //  6. Node.Receive decodes it (DecodeEnvelope, on wire.Reader), and
-//     Node.receive checks each update (Node.acceptFrom and Node.accept:
+//     Node.receive (receive.go) checks each update (Node.acceptFrom and Node.accept:
 //     member, clock, duplicate, staleness bound, signature in
 //     Node.verify, the codec's Decode in Node.decode, the screen), adds it
 //     to its row (Node.add), relays it (Node.route) and commits the rows
@@ -123,4 +123,14 @@
 // AutoLocalSteps picks H from a round and a step's compute
 // the driver measured (autosteps.go). A budget cuts an update to its keys
 // of highest priority and keeps the rest in the residual (priority.go).
+//
+// # Files
+//
+// node.go holds the Node, its construction and its training step;
+// config.go its configuration and the overlay's Router; receive.go the
+// path of an arriving update up to its commit; stats.go the counters and
+// the rejection reasons; batch.go the mini-batch sampler. The membership
+// protocol is in liveness.go, admission.go, announce.go, membership.go and
+// catchup.go; the driver feeds the core through Receive and Ready
+// (sync.go) and Tick (liveness.go).
 package node

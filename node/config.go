@@ -1,0 +1,200 @@
+package node
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/dataset"
+	"github.com/sketchmesh/sketchmesh/model"
+)
+
+// Router decides the overlay: to which next hops a node forwards an update.
+// Forward(origin, origin) lists where the origin sends its own update.
+type Router interface {
+	Forward(origin, at string) []string
+}
+
+// FullMesh is the Router in which every origin sends its update to every
+// other member directly and nobody relays.
+type FullMesh struct{ members []string }
+
+// NewFullMesh returns the full-mesh router over members.
+func NewFullMesh(members []string) FullMesh {
+	m := slices.Clone(members)
+	slices.Sort(m)
+	return FullMesh{members: slices.Compact(m)}
+}
+
+// Forward implements Router.
+func (f FullMesh) Forward(origin, at string) []string {
+	if origin != at {
+		return nil
+	}
+	out := make([]string, 0, len(f.members))
+	for _, m := range f.members {
+		if m != at {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Config configures one node core.
+type Config struct {
+	// ID is this node's member id (a libp2p peer id in a real mesh).
+	ID string
+	// Members is every member of the mesh, this node included.
+	Members []string
+	// Model, Optimizer and Codec define what is trained and how updates
+	// are encoded. Every member must use the same Model configuration.
+	Model     *model.Model
+	Optimizer model.Optimizer
+	Codec     codec.Codec
+	// Tracer, when set, is told of every update the view takes and every
+	// input the node refuses, as it happens (see Tracer).
+	Tracer Tracer
+	// ErrorFeedback carries what the codec lost into the next update.
+	ErrorFeedback bool
+	// Staleness is the SSP bound s; 0 is bulk-synchronous.
+	Staleness int
+	// Iterations is how many optimizer steps this node takes.
+	Iterations uint64
+	// LocalSteps is H, the optimizer steps the node takes on its own data
+	// between two exchanges (see localsteps.go); 0 means 1. The clock counts
+	// exchanges.
+	LocalSteps int
+	// Outer is the outer step applied to an exchange's accumulated change
+	// (OuterSGD when empty) and OuterRate its rate (0 means 1).
+	Outer     OuterKind
+	OuterRate float64
+	// BudgetBytes bounds the frame of one update; a larger one is cut to
+	// its keys of highest Priority (see priority.go). 0 is no bound.
+	BudgetBytes int
+	Priority    PriorityMode
+	// BatchSize is the number of rows in one mini-batch.
+	BatchSize int
+	// Seed makes mini-batch sampling reproducible.
+	Seed uint64
+	// Shard is this node's training data.
+	Shard []dataset.Row
+	// Batches, when set, gives the mini-batches instead of sampling Shard
+	// (data larger than memory, such as a dataset.Stream); Shard may then
+	// be empty. It must be deterministic for runs to replay.
+	Batches BatchSource
+	// Router decides relaying; nil means a full mesh over Members.
+	Router Router
+	// Factors selects sufficient factor broadcasting (package sfb) for
+	// softmax models: FactorsOff sends the matrix delta, FactorsAlways the
+	// factors, FactorsAuto whichever encodes smaller, frame by frame.
+	Factors FactorMode
+	// MaxUpdateNorm bounds the norm of an incoming factor update (Σ‖b‖·‖c‖);
+	// 0 means no bound. Updates above it are rejected.
+	MaxUpdateNorm float64
+	// DecodeCache, when set, shares decoded frames between nodes driven by
+	// one goroutine, such as a simulator's: every receiver decodes the same
+	// bytes to the same update, so P receivers need one decode, not P.
+	DecodeCache *DecodeCache
+	// Start, when set, starts the node from a member's snapshot instead of
+	// a zero view at clock 0 (see Snapshot); Members may then be empty.
+	Start *Snapshot
+	// Auth, when set, signs this node's updates and verifies every other
+	// update before its frame is decoded (see Authenticator); nil is an
+	// unsigned mesh.
+	Auth Authenticator
+	// Robust screens incoming updates for poisoned values (see Robust);
+	// nil gets the defaults on first use. It holds state: one per node.
+	Robust *Robust
+	// Admission is a joiner's signed admission, which its hellos carry
+	// (see Node.Admit); nil for a founding member.
+	Admission *Admission
+	// Sync tunes retransmission and the membership protocol's timing
+	// (see SyncConfig); zero values take the defaults.
+	Sync SyncConfig
+	// Overlay, when set, builds the router over the live members after
+	// the membership protocol changed them or a member announced another
+	// site label (see Node.SetSite), from the labels the members announced
+	// in their hellos (Node.Sites): once per change that the node routes
+	// after, when it next routes. It must be a pure function of its
+	// inputs, such as halton.BuildSites, so that members with the same view
+	// of the membership relay along the same trees, and a late build
+	// builds the same router.
+	Overlay func(live []string, site map[string]string) Router
+	// OverlayByKey, when set, is asked for the router before Overlay is,
+	// with digests of the overlay's input (see OverlayKey) kept up to date
+	// as the membership changes, in O(1) for a label. A driver whose cores
+	// share overlays (the simulator) returns the router it built for an
+	// equal input, or nil to have Overlay build it. Nil in production.
+	OverlayByKey func(key OverlayKey) Router
+	// OverlayBuilt, when set, is told each router Overlay built, with its
+	// key.
+	OverlayBuilt func(key OverlayKey, r Router)
+}
+
+// OverlayKey digests what Config.Overlay builds from: the live members
+// that are not leaving (Members), the same with each one's label
+// (Labelled), and how many of them have none (Unlabelled). A builder that
+// reads no labels unless every member has one (halton.BuildSites) builds
+// the same router for the same Members while Unlabelled > 0, as a mesh
+// starting does until each member's first hello is in.
+type OverlayKey struct {
+	Members, Labelled uint64
+	Unlabelled        int
+}
+
+// DecodeCache remembers what recent frames decode to. Decoding is a pure
+// function of the frame and of the model's shape, so a cache may be shared
+// by nodes with the same Model and MaxUpdateNorm. It is not safe for
+// concurrent use, and the updates it returns are shared: nodes only read
+// them.
+type DecodeCache struct {
+	entries map[string]decoded
+	fifo    []string
+	limit   int
+}
+
+type decoded struct {
+	u      codec.Sparse
+	reason RejectReason
+	// frame is a copy of the frame that the nodes keeping it for
+	// retransmission share, instead of a copy each (keepFrame).
+	frame []byte
+}
+
+// NewDecodeCache returns a cache of the last limit distinct frames.
+func NewDecodeCache(limit int) *DecodeCache {
+	return &DecodeCache{entries: make(map[string]decoded, limit), limit: max(limit, 1)}
+}
+
+func (c *DecodeCache) get(frame []byte) (decoded, bool) {
+	d, ok := c.entries[string(frame)]
+	return d, ok
+}
+
+func (c *DecodeCache) put(frame []byte, d decoded) {
+	if len(c.fifo) >= c.limit {
+		delete(c.entries, c.fifo[0])
+		c.fifo = c.fifo[1:]
+	}
+	key := string(frame)
+	d.frame = slices.Clone(frame)
+	c.entries[key] = d
+	c.fifo = append(c.fifo, key)
+}
+
+// FactorMode selects how a softmax node sends its updates.
+type FactorMode string
+
+// The factor modes.
+const (
+	FactorsOff    FactorMode = "off"
+	FactorsAuto   FactorMode = "auto"
+	FactorsAlways FactorMode = "always"
+)
+
+// ErrFactorConfig is returned by New for a factor mode the model or the
+// optimizer cannot honour.
+var ErrFactorConfig = errors.New("sufficient factors need softmax, plain SGD, no L2 and no error feedback")
+
+// Config returns the node's configuration.
+func (n *Node) Config() Config { return n.cfg }

@@ -1,0 +1,239 @@
+package node
+
+import (
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/sfb"
+)
+
+// receive handles one message for the view: updates are checked, applied
+// and relayed; bad content is counted and dropped.
+func (n *Node) receive(from string, data []byte) {
+	updates, err := DecodeEnvelope(data)
+	if err != nil {
+		n.reject(RejectBadEnvelope)
+		return
+	}
+	for _, u := range updates {
+		if reason := n.acceptFrom(from, u); reason != "" {
+			n.reject(reason)
+			continue
+		}
+		n.route(u)
+	}
+	n.retireLeavers()
+	n.commit()
+}
+
+// accept validates u and adds it to the view; it returns the rejection
+// reason, or "" when u was applied.
+func (n *Node) accept(u Update) RejectReason {
+	if _, ok := slices.BinarySearch(n.members, u.Origin); !ok {
+		return RejectNotMember
+	}
+	if u.Clock == 0 {
+		return RejectBadClock
+	}
+	if n.vc.Has(u.Origin, u.Clock) {
+		return RejectDuplicate
+	}
+	if last, gone := n.left[u.Origin]; gone && u.Clock > last {
+		return RejectAfterLeave
+	}
+	// The rows hold only contiguous updates of each origin (see commit).
+	if u.Clock <= n.committedClock && u.Clock != n.vc.Get(u.Origin)+1 {
+		return RejectLateGap
+	}
+	// An honest origin at clock c passed a gate that needed our entry to be
+	// at least c − s − 1, and our entry is at most our own clock.
+	if u.Clock > n.acceptBound() {
+		return RejectClockAhead
+	}
+	if reason := n.verify(u); reason != "" {
+		return reason
+	}
+	if n.refused[UpdateID{Origin: u.Origin, Clock: u.Clock}] {
+		n.skip(u)
+		return RejectMarkedRefused
+	}
+	decoded, reason := n.decode(u.Frame)
+	if reason == "" {
+		decoded, reason = n.screen().check(decoded, len(n.committed), n.cfg.Auth != nil)
+	}
+	if reason != "" {
+		n.skip(u)
+		return reason
+	}
+	n.add(u.Origin, u.Clock, decoded)
+	return ""
+}
+
+// decode turns a frame into the update it stands for, or names why it is
+// refused: a codec frame is decoded as is, a factor frame is checked against
+// the model's shape and the norm bound and then rebuilt into the delta.
+func (n *Node) decode(frame []byte) (codec.Sparse, RejectReason) {
+	c := n.cfg.DecodeCache
+	if c == nil {
+		return n.decodeFrame(frame)
+	}
+	if d, ok := c.get(frame); ok {
+		return d.u, d.reason
+	}
+	u, reason := n.decodeFrame(frame)
+	c.put(frame, decoded{u: u, reason: reason})
+	return u, reason
+}
+
+func (n *Node) decodeFrame(frame []byte) (codec.Sparse, RejectReason) {
+	if sfb.IsFrame(frame) {
+		m := n.cfg.Model
+		f, err := sfb.Decode(frame, m.Blocks(), m.Stride())
+		if err != nil {
+			return codec.Sparse{}, RejectBadFactors
+		}
+		norm := f.Norm()
+		if math.IsNaN(norm) || math.IsInf(norm, 0) {
+			return codec.Sparse{}, RejectNaN
+		}
+		if n.cfg.MaxUpdateNorm > 0 && norm > n.cfg.MaxUpdateNorm {
+			return codec.Sparse{}, RejectNorm
+		}
+		u := f.Reconstruct(&n.factorAcc)
+		if !n.fits(u) {
+			return codec.Sparse{}, RejectBadShape
+		}
+		if !finite(u) {
+			return codec.Sparse{}, RejectNaN
+		}
+		return u, ""
+	}
+	u, err := codec.Decode(frame)
+	if err != nil {
+		return codec.Sparse{}, frameReason(err)
+	}
+	if !n.fits(u) {
+		return codec.Sparse{}, RejectBadShape
+	}
+	if !finite(u) {
+		return codec.Sparse{}, RejectNaN
+	}
+	return u, ""
+}
+
+func (n *Node) fits(u codec.Sparse) bool {
+	size := len(n.committed)
+	if u.Dense() {
+		return len(u.Values) == size || len(u.Values) == 0
+	}
+	return len(u.Keys) == 0 || u.Keys[len(u.Keys)-1] < uint64(size)
+}
+
+// acceptBound is the highest clock an honest member can send this node. A
+// node that started from a snapshot at clock j may hear, while it catches
+// up, from members that ran on before they knew of it: they are at most
+// 2s+2 past j (the donor at most s+1 past its rows, the others at most s+1
+// past the donor).
+func (n *Node) acceptBound() uint64 {
+	s := uint64(n.cfg.Staleness)
+	if n.cfg.Start != nil {
+		return max(n.clock, n.joinedAt+2*s+2) + s + 1
+	}
+	return n.clock + s + 1
+}
+
+func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
+	n.vc.Add(origin, clock)
+	n.stats.UpdatesApplied++
+	n.tracer.Apply(origin, clock)
+	if clock <= n.committedClock {
+		// A late update of a row already committed without its origin (a
+		// member that was down, or that joined after the row): it joins
+		// the rows directly.
+		n.applyCommitted(u)
+		return
+	}
+	list := n.pending[clock]
+	i, _ := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int { return strings.Compare(p.origin, o) })
+	n.pending[clock] = slices.Insert(list, i, pendingUpdate{origin: origin, u: u})
+}
+
+// route queues u for the next hops the router gives for this node.
+func (n *Node) route(u Update) {
+	for _, hop := range n.currentRouter().Forward(u.Origin, n.cfg.ID) {
+		if hop == n.cfg.ID || hop == u.Origin || !n.live[hop] || n.Leaving(hop) {
+			continue
+		}
+		n.outbox[hop] = append(n.outbox[hop], u)
+		if u.Origin != n.cfg.ID {
+			n.stats.UpdatesRelayed++
+		}
+	}
+}
+
+// commit folds every complete row into the committed view, in canonical
+// order. The rows hold of each origin only updates contiguous from its
+// entry: one held ahead of a gap (possible only for a member out of the
+// live set, since the row waits for every live one) is withdrawn, and comes
+// again in order, through anti-entropy, if the gap closes. So what lies
+// above a gap nobody can close (updates that are gone, see catchup.go)
+// does not enter the rows of whichever member it happened to reach.
+func (n *Node) commit() {
+	for {
+		next := n.committedClock + 1
+		if n.heldAt() || !n.allAtLeast(next) {
+			return
+		}
+		for _, p := range n.pending[next] {
+			if n.vc.Get(p.origin) < next {
+				n.vc.Withdraw(p.origin, next)
+				n.stats.UpdatesApplied--
+				continue
+			}
+			n.applyCommitted(p.u)
+		}
+		delete(n.pending, next)
+		n.committedClock = next
+		n.recordDigest(next)
+	}
+}
+
+func (n *Node) pendingClocks() []uint64 {
+	clocks := make([]uint64, 0, len(n.pending))
+	for c := range n.pending {
+		clocks = append(clocks, c)
+	}
+	slices.Sort(clocks)
+	return clocks
+}
+
+func (n *Node) observeStaleness() {
+	s := n.clock - min(n.clock, n.vc.Min(n.liveList))
+	n.stats.StalenessMax = max(n.stats.StalenessMax, s)
+	n.stats.StalenessSum += s
+	n.stats.Reads++
+}
+
+func (n *Node) reject(reason RejectReason) {
+	n.stats.Rejected[reason]++
+	n.rejections++
+	n.tracer.Reject(reason)
+}
+
+// Rejections returns how many messages and updates the node has refused
+// so far, all reasons together (see Stats.Rejected).
+func (n *Node) Rejections() uint64 { return n.rejections }
+
+// Relays returns the members this node forwards origin's broadcasts to: the
+// next hops of origin's tree in the overlay, as for its updates.
+func (n *Node) Relays(origin string) []string {
+	var out []string
+	for _, hop := range n.currentRouter().Forward(origin, n.cfg.ID) {
+		if hop != n.cfg.ID && hop != origin && n.live[hop] {
+			out = append(out, hop)
+		}
+	}
+	return out
+}
