@@ -12,7 +12,10 @@
 // (netmodel.LinkProfile), the exchange settings (netmodel.Exchange) and the
 // overlay (netmodel.Router). It imports no libp2p (TestNoLibp2p).
 //
-//   - sim.go: the configuration, building the nodes and the run loop.
+//   - config.go: the configuration, its defaults and their checks.
+//   - sim.go: building the nodes and the run loop.
+//   - overlay.go: the overlays the cores route over, built once per input.
+//   - members.go: joins, rejoins by snapshot, leaves and stops.
 //   - queue.go: the event queue and the trace hash.
 //   - links.go: the link model (latency, bandwidth, loss, duplication,
 //     reordering, partitions).

@@ -11,116 +11,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
-	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/netmodel"
 	"github.com/sketchmesh/sketchmesh/node"
 )
-
-// Config describes one simulated run. Zero durations pick the defaults
-// given with each field.
-type Config struct {
-	// Nodes is the number of node cores at the start, 1 to MaxNodes
-	// (with the members the scenario adds by join).
-	Nodes int
-	// Train is shuffled by Seed and dealt round robin, one shard per node,
-	// members that join later included: node i of n (the run's nodes plus
-	// the scenario's joins) gets every n-th row from row i, so a new member
-	// brings rows nobody has trained on. With more nodes than rows, node i
-	// gets row i mod rows alone: some rows then sit on two nodes.
-	Train, Test *dataset.Dataset
-	// Training is what the nodes train; scenario steps and progress count
-	// exchanges (the nodes' clocks).
-	netmodel.Training
-	// Topology is "halton" (the default) or "full".
-	Topology string
-	// Sites is "auto" (the default: each node announces the site label its
-	// round trips give, and the cores build the site-aware overlay over
-	// the labels they hear, see sites.go) or "off" (the flat overlay).
-	Sites string
-	// WAN is the network; the zero value is ParseLinkProfile("lan").
-	WAN netmodel.LinkProfile
-	// ComputeTime is the virtual time one iteration takes (default 10 ms).
-	// Each iteration draws its own time uniformly within ±10 % of it, so
-	// nodes do not move in artificial lockstep; a "slow" step multiplies it.
-	ComputeTime time.Duration
-	// SyncTimeout is how long a node waits at its gate before it asks for
-	// what it lacks, and then between asks. The default is one ComputeTime
-	// (the spread of the nodes' finishing times is within it) plus one round
-	// trip over the slowest link (two largest one-way latencies and two
-	// jitters) plus one relay window (FlushDelay) per hop of the initial
-	// overlay's diameter D (D = 1 on the full mesh): relays wait in windows
-	// on every hop of an update's path. Asking sooner asks for updates
-	// still in windows: at P = 256 on lan (D = 5), waiting one window sent
-	// 3.8 requests per node per iteration and resent 10,661 updates, every
-	// one a duplicate. The latencies are not counted per hop: on a WAN a
-	// request to the origin crosses one link where the overlay's path
-	// crosses several, and waiting for the path cost time (geo3, 24 nodes,
-	// s = 0, site-aware overlay: 2.21 simulated seconds against 1.85; on
-	// geo3 with 1% loss and 64 nodes, 1.8× the simulated time for 0.8× the
-	// bytes).
-	SyncTimeout time.Duration
-	// SyncInterval is the period of every node's anti-entropy request
-	// (default 100 ms).
-	SyncInterval time.Duration
-	// Tick is the length of the node cores' tick (node.Node.Tick), the
-	// unit of every membership timeout (default 10 ms). Each node ticks on
-	// its own, staggered over the first tick.
-	Tick time.Duration
-	// DetectionDelay is the silence after which a node suspects a member
-	// (node.SyncConfig.SuspectTicks, rounded up to whole ticks); the core
-	// declares it dead after four times as long. The default is four
-	// heartbeats (node.DefaultHeartbeatTicks ticks each) plus three largest
-	// one-way latencies and three jitters.
-	DetectionDelay time.Duration
-	// FlushDelay lets a node collect relays for this long before it sends
-	// them, batching updates per next hop; 0 sends after every message. A
-	// node's own update always leaves as soon as it is computed, and the
-	// relays held then leave with it, which closes the window; membership
-	// messages queued meanwhile leave with the relays. With a window of
-	// about one compute time most relays ride on the next own update and a
-	// link carries one or two envelopes an iteration: at P = 256 on lan,
-	// 15.1 messages per node per iteration against 45.8 with 1 ms (see the
-	// README). Holding every relay that arrives while a node computes for
-	// its own update, as the mesh daemon does, sent 13.9, but left updates
-	// undelivered in 2 of TestSimLongSplitUnderChurn's 200 runs.
-	FlushDelay time.Duration
-	// Sync tunes the nodes' retransmission (node.SyncConfig defaults).
-	Sync node.SyncConfig
-	// Faults is an optional fault script.
-	Faults *Scenario
-	// Progress, when set, receives a report every EvalEvery iterations
-	// (0: about ten per run) and one per scenario step.
-	Progress  func(Progress)
-	EvalEvery int
-}
-
-// MaxNodes bounds Config.Nodes (and the joiners of a fault script). Link
-// state is kept only for the links busy now, so memory bounds P: each core
-// holds O(P) per-member state.
-const MaxNodes = 16384
-
-// Progress is one progress report of a simulated run.
-type Progress struct {
-	// Iteration is the slowest live node's clock.
-	Iteration        uint64
-	SimulatedSeconds float64
-	Live             int
-	// TestLoss and TestAccuracy are the lowest-numbered live node's (NaN
-	// accuracy for regression).
-	TestLoss, TestAccuracy float64
-	MessagesSent           uint64
-	BytesSent              uint64
-	// Step is the scenario step that just fired ("at 20: kill 0-3"), or "".
-	Step string
-}
 
 // Run runs cfg as a discrete-event simulation and reports on it.
 //
@@ -216,58 +115,6 @@ func liveHeap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
-}
-
-func (c *Config) validate() error {
-	switch {
-	case c.Nodes < 1 || c.Nodes > MaxNodes:
-		return fmt.Errorf("nodes must be between 1 and %d, got %d", MaxNodes, c.Nodes)
-	case c.ComputeTime < 0 || c.SyncTimeout < 0 || c.SyncInterval < 0 || c.DetectionDelay < 0 || c.FlushDelay < 0 || c.Tick < 0:
-		return errors.New("compute time, sync timeout, sync interval, detection delay, flush delay and tick must be >= 0")
-	}
-	if err := c.Training.Validate(c.Train, c.Test); err != nil {
-		return err
-	}
-	if err := netmodel.CheckTopology(&c.Topology); err != nil {
-		return err
-	}
-	if err := netmodel.CheckSitesMode(&c.Sites); err != nil {
-		return err
-	}
-	if c.WAN.Sites == 0 {
-		lan, err := netmodel.ParseLinkProfile("lan")
-		if err != nil {
-			return err
-		}
-		lan.Loss, lan.Duplicate, lan.Reorder, lan.Jitter = c.WAN.Loss, c.WAN.Duplicate, c.WAN.Reorder, c.WAN.Jitter
-		c.WAN = lan
-	}
-	if err := c.WAN.Validate(); err != nil {
-		return err
-	}
-	if c.ComputeTime == 0 {
-		c.ComputeTime = 10 * time.Millisecond
-	}
-	worst := c.WAN.MaxLatency() + c.WAN.Jitter
-	if c.SyncInterval == 0 {
-		c.SyncInterval = 100 * time.Millisecond
-	}
-	if c.Tick == 0 {
-		c.Tick = 10 * time.Millisecond
-	}
-	if c.Sync.HeartbeatTicks == 0 {
-		c.Sync.HeartbeatTicks = node.DefaultHeartbeatTicks
-	}
-	if c.DetectionDelay == 0 {
-		c.DetectionDelay = 4*time.Duration(c.Sync.HeartbeatTicks)*c.Tick + 3*worst
-	}
-	if c.Sync.SuspectTicks == 0 {
-		c.Sync.SuspectTicks = int((c.DetectionDelay + c.Tick - 1) / c.Tick)
-	}
-	if c.Sync.DeadTicks == 0 {
-		c.Sync.DeadTicks = 4 * c.Sync.SuspectTicks
-	}
-	return nil
 }
 
 // Event kinds.
@@ -502,22 +349,6 @@ func newSim(cfg Config) (*sim, error) {
 	return s, nil
 }
 
-// diameter is the most hops an update takes over router: 1 on the full
-// mesh.
-func diameter(router netmodel.Router) int {
-	if d, ok := router.(interface{ Diameter() int }); ok {
-		return max(1, d.Diameter())
-	}
-	return 1
-}
-
-// syncTimeout is Config.SyncTimeout's default over an overlay of the given
-// diameter.
-func syncTimeout(cfg Config, diameter int) time.Duration {
-	worst := cfg.WAN.MaxLatency() + cfg.WAN.Jitter
-	return cfg.ComputeTime + 2*worst + time.Duration(diameter)*cfg.FlushDelay
-}
-
 // newCore builds node i's core: from scratch over the run's initial nodes,
 // or from a snapshot with its admission.
 func (s *sim) newCore(i int, start *node.Snapshot, admission *node.Admission) (*node.Node, error) {
@@ -570,92 +401,6 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		return nil, fmt.Errorf("node %d: %w", i, err)
 	}
 	return core, nil
-}
-
-// overlay returns the overlay over a live set and the site labels its
-// members announced; nodes with the same set and labels share one.
-func (s *sim) overlay(live []string, site map[string]string) netmodel.Router {
-	if !siteAware(live, site) {
-		// halton.BuildSites builds the flat overlay over the live set
-		// whatever the labels: one key for all of them.
-		site = nil
-	}
-	var key strings.Builder
-	for _, m := range live {
-		key.WriteString(m)
-		key.WriteByte('=')
-		key.WriteString(site[m])
-		key.WriteByte(',')
-	}
-	if r, ok := s.routers[key.String()]; ok {
-		return r
-	}
-	if len(s.routers) >= 64 {
-		clear(s.routers)
-	}
-	r := netmodel.NewSiteRouter(s.cfg.Topology, live, site)
-	s.routers[key.String()] = r
-	return r
-}
-
-// siteAware reports whether halton.BuildSites builds the site-aware
-// overlay over live with these labels: every member labelled, and between
-// 2 and halton.DiameterBound sites.
-func siteAware(live []string, site map[string]string) bool {
-	distinct := map[string]bool{}
-	for _, m := range live {
-		if site[m] == "" {
-			return false
-		}
-		distinct[site[m]] = true
-	}
-	return len(distinct) > 1 && len(distinct) <= halton.DiameterBound(len(live))
-}
-
-// lazyRouter is the overlay a core asked for, built when the core first
-// routes through it. A core asks again on every change of membership it
-// hears, a first hello naming a site included: P times per node while a
-// mesh of P starts, when it routes a few times. The overlay is a function
-// of the live set and the labels, so building it late builds the same one.
-type lazyRouter struct {
-	s    *sim
-	live []string
-	site map[string]string
-	r    netmodel.Router
-}
-
-// keyedOverlay returns the overlay built before for an input with this
-// key, or nil.
-func (s *sim) keyedOverlay(key node.OverlayKey) node.Router {
-	if key.Unlabelled > 0 {
-		return s.flat[key.Members]
-	}
-	return s.keyed[key.Labelled]
-}
-
-// keepOverlay remembers the overlay a core built under its key.
-func (s *sim) keepOverlay(key node.OverlayKey, r node.Router) {
-	m, k := s.keyed, key.Labelled
-	if key.Unlabelled > 0 {
-		m, k = s.flat, key.Members
-	}
-	if len(m) >= 64 {
-		clear(m)
-	}
-	m[k] = r
-}
-
-func (s *sim) lazyOverlay(live []string, site map[string]string) node.Router {
-	return &lazyRouter{s: s, live: live, site: site}
-}
-
-// Forward implements node.Router.
-func (l *lazyRouter) Forward(origin, at string) []string {
-	if l.r == nil {
-		l.r = l.s.overlay(l.live, l.site)
-		l.live, l.site = nil, nil
-	}
-	return l.r.Forward(origin, at)
 }
 
 func (s *sim) schedule(at int64, kind uint8, n, from int32, tag uint32, data []byte) {
@@ -928,123 +673,6 @@ func (s *sim) sendAll(n *simNode, msgs []node.Message, sync bool) {
 		}
 		s.send(int32(n.idx), to, m.Data, sync)
 	}
-}
-
-// join starts member i from the snapshot of a live member started before
-// the step (first is the first node the step starts), one of via when the
-// step names donors: the donor's core
-// admits it (node.Node.Admit), broadcasts the signed admit, and the
-// joiner starts from the snapshot with its admission, which its hellos
-// carry to any member the admit missed.
-func (s *sim) join(i, first int, via []int) error {
-	var donors []*simNode
-	for _, n := range s.nodes[:first] {
-		if n.alive && !n.leaving && (via == nil || slices.Contains(via, n.idx)) {
-			donors = append(donors, n)
-		}
-	}
-	if len(donors) == 0 {
-		return fmt.Errorf("join of node %d: no live member to join through", i)
-	}
-	donor := donors[s.rng.IntN(len(donors))]
-	snap, adm, err := donor.core.Admit(s.ids[i], nil)
-	if err != nil {
-		return fmt.Errorf("join of node %d through node %d: %w", i, donor.idx, err)
-	}
-	n := &simNode{idx: i, id: s.ids[i], site: i % s.cfg.WAN.Sites, alive: true, slow: 1, group: donor.group}
-	s.nodes = append(s.nodes, n)
-	s.joined++
-	if n.core, err = s.newCore(i, &snap, &adm); err != nil {
-		return err
-	}
-	s.trace.words(trJoin, uint64(s.now), uint64(i), uint64(donor.idx), snap.Clock)
-	if len(snap.Pending) > 0 {
-		n.core.Receive(donor.id, node.EncodeEnvelope(snap.Pending))
-	}
-	s.schedule(s.now+s.interval, evAntiEntropy, int32(i), 0, n.inc, nil)
-	s.schedule(s.now+s.tick, evTick, int32(i), 0, n.inc, nil)
-	s.cause = causeMembership
-	s.flush(n)
-	s.flush(donor)
-	s.advance(n)
-	s.advance(donor)
-	s.noteDone()
-	return nil
-}
-
-// rejoin starts n again as a new incarnation from a snapshot of the member
-// its core named (or, if that one is no longer up, of another member whose
-// gone updates it lacks, node.Node.RejoinDonors), as a real node does when
-// it fell behind the frame history (node/catchup.go). It reports whether n
-// rejoined.
-func (s *sim) rejoin(n *simNode) bool {
-	var donor *simNode
-	for _, id := range n.core.RejoinDonors() {
-		if i, ok := s.index[id]; ok && donor == nil {
-			if m := s.nodes[i]; m.id == id && m.member() && m.group == n.group && m.core.Rejoining() == "" {
-				donor = m
-			}
-		}
-	}
-	if donor == nil {
-		return false
-	}
-	id := fmt.Sprintf("%s/%d", s.ids[n.idx], n.incarnation+1)
-	snap, adm, err := donor.core.Admit(id, nil)
-	if err != nil {
-		return false
-	}
-	core, err := s.newCoreAs(n.idx, id, &snap, &adm)
-	if err != nil {
-		return false
-	}
-	s.endStall(n)
-	n.incarnation++
-	s.retiredCompared += n.core.SyncStats().DigestsCompared
-	s.retired = append(s.retired, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
-	n.core, n.id = core, id
-	s.index[id] = int32(n.idx)
-	n.computing, n.done, n.flushArmed, n.declaredDead = false, false, false, nil
-	n.inc++
-	s.rejoins++
-	s.trace.words(trJoin, uint64(s.now), uint64(n.idx), uint64(donor.idx), snap.Clock)
-	if len(snap.Pending) > 0 {
-		n.core.Receive(donor.id, node.EncodeEnvelope(snap.Pending))
-	}
-	s.schedule(s.now+s.interval, evAntiEntropy, int32(n.idx), 0, n.inc, nil)
-	s.schedule(s.now+s.tick, evTick, int32(n.idx), 0, n.inc, nil)
-	s.cause = causeMembership
-	s.flush(n)
-	s.flush(donor)
-	s.advance(n)
-	s.advance(donor)
-	s.noteDone()
-	return true
-}
-
-// leave makes n leave with notice: its core sends the signed notice to
-// every member it counts live and resends it each heartbeat until
-// acknowledged. n stays up for that, training no more, until every notice
-// is acknowledged or leaveTimeout has passed.
-func (s *sim) leave(n *simNode) {
-	s.endStall(n)
-	n.left, n.leaving, n.computing, n.done = true, true, false, false
-	n.last = n.core.Clock()
-	n.core.StartLeave()
-	s.schedule(s.now+leaveTimeout, evGone, int32(n.idx), 0, n.inc, nil)
-	s.cause = causeMembership
-	s.flush(n)
-}
-
-// leaveTimeout bounds how long a leaver waits for acknowledgements, as
-// mesh.DaemonConfig.LeaveTimeout does.
-const leaveTimeout = int64(3 * time.Second)
-
-// stopNode takes n down: it drops what arrives and does nothing more.
-func (s *sim) stopNode(n *simNode) {
-	s.endStall(n)
-	n.alive, n.leaving, n.computing, n.done, n.flushArmed = false, false, false, false, false
-	n.inc++
 }
 
 // finishedShort counts, over the nodes up at the end, the leavers whose
