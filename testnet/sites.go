@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/sketchmesh/sketchmesh/halton"
@@ -23,6 +24,42 @@ import (
 
 // probeWorkers bounds the probes in flight: P² of them for P nodes.
 const probeWorkers = 16
+
+// probeAttempts is how often a probe is tried before the run fails: the
+// probes dial every pair from both ends at once, and a dial that meets the
+// other end's dial now and then fails on loopback.
+const probeAttempts = 3
+
+// probeRTT connects from to to and measures a round trip over the emulated
+// link, trying again after a failed attempt (past the dial backoff libp2p
+// puts on a peer whose dial failed).
+func probeRTT(ctx context.Context, from, to *member) (time.Duration, error) {
+	info := infoOf(to)
+	var err error
+	for attempt := range probeAttempts {
+		dialCtx := ctx
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+			}
+			dialCtx = network.WithForceDirectDial(ctx, "site probe retried")
+		}
+		if err = from.host.Connect(dialCtx, info); err != nil {
+			continue
+		}
+		var d time.Duration
+		if d, err = from.net.ProbeRTT(ctx, to.host.ID()); err == nil {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("%d attempts: %w", probeAttempts, err)
+}
+
+func infoOf(m *member) peer.AddrInfo {
+	return peer.AddrInfo{ID: m.host.Libp2p().ID(), Addrs: m.host.Libp2p().Addrs()}
+}
 
 // siteLabels probes every ordered pair of nodes and returns each node's
 // site label, or nil when the run's overlay does not use sites.
@@ -47,12 +84,7 @@ func siteLabels(ctx context.Context, cfg Config, members []*member) (map[string]
 	for range min(probeWorkers, n*(n-1)) {
 		wg.Go(func() {
 			for j := range jobs {
-				a, b := members[j.from].host, members[j.to].host
-				info := peer.AddrInfo{ID: b.Libp2p().ID(), Addrs: b.Libp2p().Addrs()}
-				d, err := time.Duration(0), a.Connect(ctx, info)
-				if err == nil {
-					d, err = members[j.from].net.ProbeRTT(ctx, b.ID())
-				}
+				d, err := probeRTT(ctx, members[j.from], members[j.to])
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = fmt.Errorf("node %d probing node %d: %w", j.from, j.to, err)
