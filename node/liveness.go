@@ -3,6 +3,8 @@ package node
 import (
 	"fmt"
 	"slices"
+
+	"github.com/sketchmesh/sketchmesh/dataset"
 )
 
 // The membership protocol: time, failure detection, admission and leave.
@@ -726,22 +728,14 @@ func (n *Node) currentRouter() Router {
 	return n.router
 }
 
-// keyOf is member m's term in the overlay's key: a 64-bit digest of its
-// id's length, id and label (FNV-1a, then fmix64).
+// keyOf is member m's term in the overlay's key: the feature hash
+// (dataset.Hash64) of its id and label, NUL between them (neither holds
+// one). The buffer keeps the usual id and label off the heap.
 func keyOf(m, site string) uint64 {
-	h := (14695981039346656037 ^ uint64(len(m))) * 1099511628211
-	for i := 0; i < len(m); i++ {
-		h = (h ^ uint64(m[i])) * 1099511628211
-	}
-	for i := 0; i < len(site); i++ {
-		h = (h ^ uint64(site[i])) * 1099511628211
-	}
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
+	var buf [128]byte
+	b := append(buf[:0], m...)
+	b = append(b, 0)
+	return dataset.Hash64(append(b, site...))
 }
 
 // siteOf is the label member m announced ("" for none).
