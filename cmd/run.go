@@ -323,9 +323,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// Refusals are counted by the cores' tracer, so that the report's
+	// counts go on across a rejoin, which starts a new core: by the
+	// metrics when they are served, else by a tally.
 	var metrics *mesh.Metrics
-	// tracer stays a nil interface without metrics (not a nil *Metrics).
-	var tracer node.Tracer
+	tally := &node.RejectTally{}
+	var tracer node.Tracer = tally
 	if metricsListener != nil {
 		metrics = mesh.NewMetrics()
 		tracer = metrics
@@ -395,16 +398,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rep := runReport{
 		Member: res.Member, Peer: host.ID(), Clock: res.Steps, Exchanges: res.Clock, TestAccuracy: res.Accuracy, TestLoss: res.Loss,
 		Members: res.Members, Incarnations: res.Incarnations, Live: res.Live, Iterations: settings.Iterations, UpdatesFromStart: res.FromSnapshot, UpdatesApplied: res.Applied,
-		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: res.Rejected, ViewDivergence: res.ViewDivergence,
+		UpdatesHeld: res.Held, AppliedTwice: res.AppliedTwice, Rejected: tally.Counts(), ViewDivergence: res.ViewDivergence,
 		BlockedSeconds: res.Blocked.Seconds(), WallSeconds: res.Wall.Seconds(), Stopped: res.Left, Resumed: saved != nil,
 		DirectPeers: res.DirectPeers, RelayedPeers: res.RelayedPeers, UnreachableLinks: res.UnreachableLinks,
 		LeaveAcknowledgedBy: res.LeaveAcknowledgedBy, MembersLiveAtLeave: res.MembersLiveAtLeave,
 	}
-	// Snapshots refused at the join count with what the core refused.
+	if metrics != nil {
+		rep.Rejected = metrics.Rejected()
+	}
+	// Snapshots refused at the join count with what the cores refused.
 	for reason, k := range snapshotsRefused {
-		if rep.Rejected == nil {
-			rep.Rejected = map[node.RejectReason]uint64{}
-		}
 		rep.Rejected[reason] += k
 	}
 	if rep.LeaveAcknowledgedBy == nil {

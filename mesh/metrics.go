@@ -41,6 +41,14 @@ func (m *Metrics) Reject(reason node.RejectReason) {
 
 var _ node.Tracer = (*Metrics)(nil)
 
+// Rejected returns a copy of the refusals counted so far, by reason, over
+// every core the node ran.
+func (m *Metrics) Rejected() map[node.RejectReason]uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.rejected)
+}
+
 type metricsSnapshot struct {
 	clock, staleness                     float64
 	blocked                              time.Duration

@@ -126,6 +126,22 @@ func TestMetricsCountRefusalsAsTheCoresTracer(t *testing.T) {
 		t.Errorf("scrape lacks %s", want)
 	}
 
+	// A second core on the same metrics (as a rejoin builds) adds to the
+	// counts that `run --json` reports.
+	next, err := NewCore(set, node.Config{ID: "a/1", BatchSize: 10, Shard: train.Rows[:10], Tracer: m}, Start{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.Receive("b", []byte("not an envelope either"))
+	counts := m.Rejected()
+	if got := counts[node.RejectBadEnvelope]; got != 3 {
+		t.Errorf("Rejected()[bad_envelope] = %d over two cores, want 3", got)
+	}
+	counts[node.RejectBadEnvelope] = 0
+	if got := m.Rejected()[node.RejectBadEnvelope]; got != 3 {
+		t.Errorf("Rejected() handed out its own map: %d after the copy was cleared, want 3", got)
+	}
+
 	untraced, err := NewCore(set, node.Config{ID: "a", BatchSize: 10, Shard: train.Rows[:10]}, Start{})
 	if err != nil {
 		t.Fatal(err)
