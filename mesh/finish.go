@@ -29,7 +29,7 @@ func (a *Daemon) finish(ctx context.Context, start time.Time, stopped bool) (Res
 	inbox := a.net.Inbox()
 wait:
 	for {
-		if _, waiting := a.n.LeaveStatus(); len(waiting) == 0 {
+		if a.n.LeaveAcknowledged() {
 			break
 		}
 		select {

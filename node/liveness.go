@@ -689,6 +689,19 @@ func (n *Node) LeaveStatus() (acked, waiting []string) {
 	return slices.Clone(n.proto.acked), waiting
 }
 
+// LeaveAcknowledged reports, after StartLeave, whether every member the
+// notice went to has acknowledged it: LeaveStatus's waiting list is
+// empty. It looks only at the members still waited for, so a driver can
+// ask after every message without walking the membership.
+func (n *Node) LeaveAcknowledged() bool {
+	for m := range n.proto.unacked {
+		if n.isMember(m) {
+			return false
+		}
+	}
+	return true
+}
+
 // rebuildIfChanged rebuilds the overlay over the live members, those on
 // their way out excepted, when the membership changed and Config.Overlay
 // is set.

@@ -449,6 +449,9 @@ func TestLeaveResentUntilAcknowledged(t *testing.T) {
 	if !slices.Equal(acked, []string{"a/1"}) || !slices.Equal(waiting, []string{"b/1"}) {
 		t.Fatalf("after the first send: acked %v waiting %v", acked, waiting)
 	}
+	if c.LeaveAcknowledged() {
+		t.Error("LeaveAcknowledged while b/1 has not acknowledged")
+	}
 	for range 10 {
 		c.Tick()
 		n.flush()
@@ -456,6 +459,9 @@ func TestLeaveResentUntilAcknowledged(t *testing.T) {
 	acked, waiting = c.LeaveStatus()
 	if len(waiting) != 0 || len(acked) != 2 {
 		t.Fatalf("after resends: acked %v waiting %v", acked, waiting)
+	}
+	if !c.LeaveAcknowledged() {
+		t.Error("not LeaveAcknowledged once every member acknowledged")
 	}
 	for _, id := range []string{"a/1", "b/1"} {
 		if last, ok := n.nodes[id].left["c/1"]; !ok || last != c.Clock() {

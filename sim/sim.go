@@ -658,10 +658,8 @@ func (s *sim) flush(n *simNode) {
 		n.done = false
 		s.noteDone()
 	}
-	if n.leaving {
-		if _, waiting := n.core.LeaveStatus(); len(waiting) == 0 {
-			s.stopNode(n)
-		}
+	if n.leaving && n.core.LeaveAcknowledged() {
+		s.stopNode(n)
 	}
 }
 
