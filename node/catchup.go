@@ -197,16 +197,17 @@ func (n *Node) acceptFrom(from string, u Update) RejectReason {
 	if n.heldAcrossGap(u.Origin) {
 		return RejectAcrossGap
 	}
-	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && n.isMember(u.Origin) && !n.vc.Has(u.Origin, u.Clock)
+	q := n.vc.slot(u.Origin)
+	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && n.isMember(u.Origin) && !n.vc.hasAt(q, u.Clock)
 	// A gap of at most History rows holds nothing its origin, at the
 	// mesh's pace, has stopped keeping.
-	past := n.committedClock-n.vc.Get(u.Origin) > uint64(n.sc.History)
+	past := n.committedClock-n.vc.getAt(q) > uint64(n.sc.History)
 	if late && past && from != u.Origin && n.live[u.Origin] {
 		if shown, ok := n.lateShown[u.Origin]; !ok || u.Clock < shown {
 			return RejectLateRelayed
 		}
 	}
-	if reason := n.accept(u); reason != "" || !late {
+	if reason := n.accept(u, q); reason != "" || !late {
 		return reason
 	}
 	if _, ok := n.lateShown[u.Origin]; !ok && from == u.Origin {

@@ -142,9 +142,13 @@ type memberInfo struct {
 
 // protocol is the membership state of a node.
 type protocol struct {
-	tick  uint64
-	info  map[string]*memberInfo
-	peers map[string]uint64 // peer name → highest incarnation admitted
+	tick uint64
+	info map[string]*memberInfo
+	// acrossGaps bounds how many members have info.acrossGap set (it may
+	// count one twice): at 0, which is almost always, heldAcrossGap needs
+	// no lookup.
+	acrossGaps int
+	peers      map[string]uint64 // peer name → highest incarnation admitted
 	// Own hellos and round time.
 	helloSeq, lastHello  uint64
 	round, lastTrainTick uint64
@@ -199,6 +203,7 @@ const admitResends = 3
 
 func (n *Node) initProtocol() {
 	n.proto.info = make(map[string]*memberInfo, len(n.members))
+	n.proto.acrossGaps = 0
 	n.proto.withholders = 0
 	n.proto.peers = map[string]uint64{}
 	for _, m := range n.members {

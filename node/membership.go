@@ -51,7 +51,7 @@ func (n *Node) Rows() Snapshot {
 		entry := n.entryOf[m]
 		e := MemberEntry{ID: m, Live: n.live[m], Entry: entry, High: max(min(n.vc.Get(m), n.committedClock), entry)}
 		e.Last, e.Left = n.left[m]
-		for c := range n.vc.ahead[m] {
+		for c := range n.vc.aheadOf(m) {
 			if c <= n.committedClock {
 				e.Ahead = append(e.Ahead, c)
 			}
@@ -205,7 +205,7 @@ func (n *Node) setEntry(id string, entry uint64) {
 // update applied exactly once means fromSnapshot + applied == held.
 func (n *Node) Ledger() (fromSnapshot, applied, held uint64) {
 	for _, m := range n.members {
-		held += n.vc.Get(m) + uint64(len(n.vc.ahead[m]))
+		held += n.vc.Get(m) + uint64(len(n.vc.aheadOf(m)))
 	}
 	return n.fromSnapshot, n.stats.UpdatesApplied, held - n.entries
 }

@@ -51,8 +51,10 @@ type Node struct {
 	// gate and commit checks O(1) per message in the common case instead of
 	// a scan of every member.
 	liveList []string
-	lagHint  int
-	router   Router
+	// liveSlots are liveList's vector clock slots, in the same order.
+	liveSlots []int
+	lagHint   int
+	router    Router
 
 	clock     uint64
 	vc        *VectorClock
@@ -210,6 +212,9 @@ func New(cfg Config) (*Node, error) {
 	if n.tracer == nil {
 		n.tracer = NoTracer{}
 	}
+	for _, m := range n.liveList {
+		n.liveSlots = append(n.liveSlots, n.vc.intern(m))
+	}
 	if cfg.ErrorFeedback {
 		n.residual = make([]float64, cfg.Model.NumParams())
 	}
@@ -255,10 +260,11 @@ func (n *Node) Live() []string { return slices.Clone(n.liveList) }
 func (n *Node) setLive(id string, up bool) {
 	n.live[id] = up
 	n.proto.overlayKeyStale = true
-	n.liveList = n.liveList[:0]
+	n.liveList, n.liveSlots = n.liveList[:0], n.liveSlots[:0]
 	for _, m := range n.members {
 		if n.live[m] {
 			n.liveList = append(n.liveList, m)
+			n.liveSlots = append(n.liveSlots, n.vc.intern(m))
 		}
 	}
 	n.lagHint = 0
@@ -268,10 +274,10 @@ func (n *Node) setLive(id string, up bool) {
 // least c. It starts from the member that failed the last check, since that
 // one is the likeliest to fail again.
 func (n *Node) allAtLeast(c uint64) bool {
-	k := len(n.liveList)
+	k := len(n.liveSlots)
 	for i := 0; i < k; i++ {
 		j := (n.lagHint + i) % k
-		if n.vc.Get(n.liveList[j]) < c {
+		if n.vc.getAt(n.liveSlots[j]) < c {
 			n.lagHint = j
 			return false
 		}

@@ -29,22 +29,23 @@ func (n *Node) receive(from string, data []byte) {
 }
 
 // accept validates u and adds it to the view; it returns the rejection
-// reason, or "" when u was applied.
-func (n *Node) accept(u Update) RejectReason {
+// reason, or "" when u was applied. q is u.Origin's vector clock slot
+// (VectorClock.slot).
+func (n *Node) accept(u Update, q int) RejectReason {
 	if _, ok := slices.BinarySearch(n.members, u.Origin); !ok {
 		return RejectNotMember
 	}
 	if u.Clock == 0 {
 		return RejectBadClock
 	}
-	if n.vc.Has(u.Origin, u.Clock) {
+	if n.vc.hasAt(q, u.Clock) {
 		return RejectDuplicate
 	}
 	if last, gone := n.left[u.Origin]; gone && u.Clock > last {
 		return RejectAfterLeave
 	}
 	// The rows hold only contiguous updates of each origin (see commit).
-	if u.Clock <= n.committedClock && u.Clock != n.vc.Get(u.Origin)+1 {
+	if u.Clock <= n.committedClock && u.Clock != n.vc.getAt(q)+1 {
 		return RejectLateGap
 	}
 	// An honest origin at clock c passed a gate that needed our entry to be
@@ -67,7 +68,10 @@ func (n *Node) accept(u Update) RejectReason {
 		n.skip(u)
 		return reason
 	}
-	n.add(u.Origin, u.Clock, decoded)
+	if q < 0 {
+		q = n.vc.intern(u.Origin)
+	}
+	n.addAt(q, u.Origin, u.Clock, decoded)
 	return ""
 }
 
@@ -145,7 +149,12 @@ func (n *Node) acceptBound() uint64 {
 }
 
 func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
-	n.vc.Add(origin, clock)
+	n.addAt(n.vc.intern(origin), origin, clock, u)
+}
+
+// addAt is add for the origin of vector clock slot q.
+func (n *Node) addAt(q int, origin string, clock uint64, u codec.Sparse) {
+	n.vc.addAt(q, clock)
 	n.stats.UpdatesApplied++
 	n.tracer.Apply(origin, clock)
 	if clock <= n.committedClock {
@@ -156,6 +165,10 @@ func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
 		return
 	}
 	list := n.pending[clock]
+	if len(list) == 0 || list[len(list)-1].origin < origin {
+		n.pending[clock] = append(list, pendingUpdate{origin: origin, u: u})
+		return
+	}
 	i, _ := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int { return strings.Compare(p.origin, o) })
 	n.pending[clock] = slices.Insert(list, i, pendingUpdate{origin: origin, u: u})
 }
@@ -210,7 +223,13 @@ func (n *Node) pendingClocks() []uint64 {
 }
 
 func (n *Node) observeStaleness() {
-	s := n.clock - min(n.clock, n.vc.Min(n.liveList))
+	low := uint64(0)
+	for i, q := range n.liveSlots {
+		if e := n.vc.getAt(q); i == 0 || e < low {
+			low = e
+		}
+	}
+	s := n.clock - min(n.clock, low)
 	n.stats.StalenessMax = max(n.stats.StalenessMax, s)
 	n.stats.StalenessSum += s
 	n.stats.Reads++

@@ -512,17 +512,26 @@ func (n *Node) retain(origin string, clock uint64, frame, sig []byte) {
 		return
 	}
 	log := n.logs[i]
-	j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
-	if found {
-		return
+	// Frames mostly come in clock order: append without a search.
+	if len(log) == 0 || log[len(log)-1].clock < clock {
+		log = append(log, retained{clock: clock, frame: frame, sig: sig})
+	} else {
+		j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
+		if found {
+			return
+		}
+		log = slices.Insert(log, j, retained{clock: clock, frame: frame, sig: sig})
 	}
-	log = slices.Insert(log, j, retained{clock: clock, frame: frame, sig: sig})
 	n.bytes += len(frame)
 	n.count++
 	drop := 0
-	if origin != n.cfg.ID && n.live[origin] && !n.degraded {
-		newest := log[len(log)-1].clock
-		for drop < len(log) && log[drop].clock+uint64(n.sc.Window) <= newest && log[drop].clock <= n.committedClock {
+	newest := log[len(log)-1].clock
+	droppable := func(r retained) bool {
+		return r.clock+uint64(n.sc.Window) <= newest && r.clock <= n.committedClock
+	}
+	// The cheap tests before the live lookup.
+	if origin != n.cfg.ID && !n.degraded && droppable(log[0]) && n.live[origin] {
+		for drop < len(log) && droppable(log[drop]) {
 			drop++
 		}
 	}
