@@ -63,8 +63,11 @@ type Node struct {
 	committedClock uint64
 	// rowHolds are clocks the rows stop at for joiners (HoldRows).
 	rowHolds []uint64
-	// pending holds applied-but-uncommitted updates by clock, sorted by origin.
-	pending map[uint64][]pendingUpdate
+	// pending holds applied-but-uncommitted updates by clock, sorted by
+	// origin when read through pendingRow; pendingUnsorted marks the rows
+	// that are not.
+	pending         map[uint64][]pendingUpdate
+	pendingUnsorted map[uint64]bool
 	// work is the view with the pending updates overlaid: equal to
 	// committed except at workKeys, or anywhere when workDense.
 	work      []float64
@@ -337,7 +340,7 @@ func (n *Node) View() []float64 {
 		if c > n.clock {
 			break
 		}
-		for _, p := range n.pending[c] {
+		for _, p := range n.pendingRow(c) {
 			applySparse(n.work, p.u)
 			n.markWork(p.u)
 		}

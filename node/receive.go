@@ -164,13 +164,26 @@ func (n *Node) addAt(q int, origin string, clock uint64, u codec.Sparse) {
 		n.applyCommitted(u)
 		return
 	}
+	// The row is sorted when it is read (pendingRow), not at each insert:
+	// a sorted insert moves half the row, O(P²) per row at P members.
 	list := n.pending[clock]
-	if len(list) == 0 || list[len(list)-1].origin < origin {
-		n.pending[clock] = append(list, pendingUpdate{origin: origin, u: u})
-		return
+	if len(list) > 0 && list[len(list)-1].origin > origin {
+		if n.pendingUnsorted == nil {
+			n.pendingUnsorted = map[uint64]bool{}
+		}
+		n.pendingUnsorted[clock] = true
 	}
-	i, _ := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int { return strings.Compare(p.origin, o) })
-	n.pending[clock] = slices.Insert(list, i, pendingUpdate{origin: origin, u: u})
+	n.pending[clock] = append(list, pendingUpdate{origin: origin, u: u})
+}
+
+// pendingRow returns the pending updates of clock c, sorted by origin.
+func (n *Node) pendingRow(c uint64) []pendingUpdate {
+	list := n.pending[c]
+	if n.pendingUnsorted[c] {
+		slices.SortFunc(list, func(a, b pendingUpdate) int { return strings.Compare(a.origin, b.origin) })
+		delete(n.pendingUnsorted, c)
+	}
+	return list
 }
 
 // route queues u for the next hops the router gives for this node.
@@ -199,7 +212,7 @@ func (n *Node) commit() {
 		if n.heldAt() || !n.allAtLeast(next) {
 			return
 		}
-		for _, p := range n.pending[next] {
+		for _, p := range n.pendingRow(next) {
 			if n.vc.Get(p.origin) < next {
 				n.vc.Withdraw(p.origin, next)
 				n.stats.UpdatesApplied--
@@ -208,6 +221,7 @@ func (n *Node) commit() {
 			n.applyCommitted(p.u)
 		}
 		delete(n.pending, next)
+		delete(n.pendingUnsorted, next)
 		n.committedClock = next
 		n.recordDigest(next)
 	}
