@@ -336,9 +336,18 @@ func (n *Node) detect() {
 			continue
 		}
 		silent := p.tick - i.heard
-		if !n.live[m] {
+		live := n.live[m]
+		if !live {
 			// Its hold on the gate counts from when it is live again.
 			i.blockedSince = 0
+		}
+		if silent < suspect && silent < dead {
+			// Heard from lately, the usual case: of the cases below only
+			// the last can hold.
+			if live {
+				n.detectWithholding(m, i, dead)
+			}
+			continue
 		}
 		switch {
 		case n.Leaving(m) && silent >= suspect:
@@ -384,9 +393,9 @@ func (n *Node) foundedWith(m string) bool {
 // until one of its missing updates arrives.
 func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
 	p := &n.proto
-	need := n.syncNeed()
-	if need == 0 || n.vc.Get(m) >= need || n.vc.Get(m) != i.withheld {
-		i.blockedSince, i.withheld = 0, n.vc.Get(m)
+	need, have := n.syncNeed(), n.vc.Get(m)
+	if need == 0 || have >= need || have != i.withheld {
+		i.blockedSince, i.withheld = 0, have
 		return
 	}
 	if i.blockedSince == 0 {
@@ -396,7 +405,7 @@ func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
 	if p.tick-i.blockedSince < after {
 		return
 	}
-	i.blockedSince, i.withheld, i.withholding = 0, n.vc.Get(m), true
+	i.blockedSince, i.withheld, i.withholding = 0, have, true
 	n.proto.withholders++
 	n.Suspect(m)
 	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})
