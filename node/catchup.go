@@ -193,12 +193,11 @@ func (n *Node) noteLacking(from, origin string, have uint64, log []retained) {
 
 // acceptFrom is accept for an update that from passed on, with the rule
 // for late updates of live members (see above).
-func (n *Node) acceptFrom(from string, u Update) RejectReason {
+func (n *Node) acceptFrom(from string, u Update, q int) RejectReason {
 	if n.heldAcrossGap(u.Origin) {
 		return RejectAcrossGap
 	}
-	q := n.vc.slot(u.Origin)
-	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && n.isMember(u.Origin) && !n.vc.hasAt(q, u.Clock)
+	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && q >= 0 && !n.vc.hasAt(q, u.Clock)
 	// A gap of at most History rows holds nothing its origin, at the
 	// mesh's pace, has stopped keeping.
 	past := n.committedClock-n.vc.getAt(q) > uint64(n.sc.History)
@@ -216,7 +215,7 @@ func (n *Node) acceptFrom(from string, u Update) RejectReason {
 		}
 		n.lateShown[u.Origin] = u.Clock
 	}
-	if n.vc.Get(u.Origin) >= n.committedClock {
+	if n.vc.getAt(q) >= n.committedClock {
 		delete(n.lateShown, u.Origin)
 	}
 	return ""

@@ -127,7 +127,29 @@ func (n *Node) insertMember(id string) bool {
 		return false
 	}
 	n.members = slices.Insert(n.members, i, id)
+	if n.index != nil {
+		n.indexMember(id)
+	}
 	return true
+}
+
+// indexMember gives member id its slot: the vector clock's, so that one
+// lookup finds both its entries and its frames.
+func (n *Node) indexMember(id string) {
+	i := n.vc.intern(id)
+	n.index[id] = i
+	for len(n.logs) <= i {
+		n.logs = append(n.logs, nil)
+	}
+}
+
+// memberSlot returns member id's slot (see indexMember), or -1 when id is
+// no member.
+func (n *Node) memberSlot(id string) int {
+	if i, ok := n.index[id]; ok {
+		return i
+	}
+	return -1
 }
 
 // addMember is the view part of AddMember: the member list, the vector

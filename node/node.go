@@ -109,8 +109,8 @@ type Node struct {
 
 	// Retransmission and membership (see sync.go, liveness.go, catchup.go).
 	sc SyncConfig
-	// logs[i] holds the frames kept of members[i], sorted by clock; index
-	// maps a member to i.
+	// logs[i] holds the frames kept of the member of slot i, sorted by
+	// clock; index maps each member to its slot (memberSlot).
 	logs  [][]retained
 	index map[string]int
 	bytes int
@@ -122,7 +122,9 @@ type Node struct {
 	degraded  bool
 	syncStats SyncStats
 	fresh     []int
-	proto     protocol
+	// slots are the member slots of the updates Receive is handling.
+	slots []int
+	proto protocol
 	// gone holds, per origin, the clock up to which it said its updates
 	// are gone (see catchup.go).
 	gone map[string]uint64
@@ -230,10 +232,10 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	n.index = make(map[string]int, len(n.members))
-	for i, m := range n.members {
-		n.index[m] = i
+	for _, m := range n.members {
+		n.index[m] = n.vc.intern(m)
 	}
-	n.logs = make([][]retained, len(n.members))
+	n.logs = make([][]retained, len(n.vc.high))
 	n.initLocal()
 	// Members' clocks differ by up to about a window, so a requester's
 	// latest digest is one the answerer still keeps.

@@ -17,8 +17,18 @@ func (n *Node) receive(from string, data []byte) {
 		n.reject(RejectBadEnvelope)
 		return
 	}
-	for _, u := range updates {
-		if reason := n.acceptFrom(from, u); reason != "" {
+	slots := make([]int, len(updates))
+	for i, u := range updates {
+		slots[i] = n.memberSlot(u.Origin)
+	}
+	n.receiveUpdates(from, updates, slots)
+}
+
+// receiveUpdates is receive for a decoded envelope; slots[i] is the member
+// slot of updates[i]'s origin (memberSlot).
+func (n *Node) receiveUpdates(from string, updates []Update, slots []int) {
+	for i, u := range updates {
+		if reason := n.acceptFrom(from, u, slots[i]); reason != "" {
 			n.reject(reason)
 			continue
 		}
@@ -29,10 +39,10 @@ func (n *Node) receive(from string, data []byte) {
 }
 
 // accept validates u and adds it to the view; it returns the rejection
-// reason, or "" when u was applied. q is u.Origin's vector clock slot
-// (VectorClock.slot).
+// reason, or "" when u was applied. q is u.Origin's member slot
+// (memberSlot), -1 when it is no member.
 func (n *Node) accept(u Update, q int) RejectReason {
-	if _, ok := slices.BinarySearch(n.members, u.Origin); !ok {
+	if q < 0 {
 		return RejectNotMember
 	}
 	if u.Clock == 0 {
@@ -67,9 +77,6 @@ func (n *Node) accept(u Update, q int) RejectReason {
 	if reason != "" {
 		n.skip(u)
 		return reason
-	}
-	if q < 0 {
-		q = n.vc.intern(u.Origin)
 	}
 	n.addAt(q, u.Origin, u.Clock, decoded)
 	return ""
