@@ -80,6 +80,10 @@ type Node struct {
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
+	// spareQueues are emptied outbox queues, kept for their capacity; at
+	// most maxSpareQueues, since answers to sync requests queue for hops
+	// that route never takes a spare for.
+	spareQueues [][]Update
 	// refused holds the updates above the committed rows whose content
 	// this node refused, or its donor did (see sign.go).
 	refused map[UpdateID]bool
@@ -508,6 +512,10 @@ func SGDFactors(m *model.Model, view []float64, batch []dataset.Row, rate float6
 	return f
 }
 
+// maxSpareQueues bounds Node.spareQueues, well above the next hops a relay
+// has in an overlay (about log2 P).
+const maxSpareQueues = 64
+
 // hasReady reports whether updates are queued for ready.
 func (n *Node) hasReady() bool { return len(n.outbox) > 0 }
 
@@ -529,6 +537,16 @@ func (n *Node) ready() Ready {
 			n.stats.MessagesSent++
 			n.stats.BytesSent += uint64(len(data))
 		}
+	}
+	// The hops' queues are reused (route): relays go to the same few next
+	// hops every time, and growing fresh queues for each was a large part
+	// of routing.
+	for _, q := range n.outbox {
+		if len(n.spareQueues) == maxSpareQueues {
+			break
+		}
+		clear(q)
+		n.spareQueues = append(n.spareQueues, q[:0])
 	}
 	clear(n.outbox)
 	return rd

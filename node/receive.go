@@ -199,7 +199,12 @@ func (n *Node) route(u Update) {
 		if hop == n.cfg.ID || hop == u.Origin || !n.live[hop] || n.Leaving(hop) {
 			continue
 		}
-		n.outbox[hop] = append(n.outbox[hop], u)
+		q, ok := n.outbox[hop]
+		if !ok && len(n.spareQueues) > 0 {
+			q = n.spareQueues[len(n.spareQueues)-1]
+			n.spareQueues = n.spareQueues[:len(n.spareQueues)-1]
+		}
+		n.outbox[hop] = append(q, u)
 		if u.Origin != n.cfg.ID {
 			n.stats.UpdatesRelayed++
 		}
