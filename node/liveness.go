@@ -607,10 +607,12 @@ func (n *Node) onHello(a Announcement) RejectReason {
 	}
 	i.seq, i.round, i.clock = a.Seq, a.Round, a.Clock
 	i.heard, i.spoke = n.proto.tick, true
+	// Suspected(a.Member) with one live lookup: it has not left (above).
+	up, known := n.live[a.Member]
 	switch {
-	case n.Suspected(a.Member):
+	case !known && n.isMember(a.Member):
 		n.heard(a.Member)
-	case !n.live[a.Member]:
+	case !up:
 		n.PeerUp(a.Member)
 		n.proto.events = append(n.proto.events, Event{Kind: EventBack, Member: a.Member, Clock: a.Clock})
 		n.proto.membershipChanged = true
