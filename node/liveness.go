@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 )
@@ -299,11 +300,16 @@ func (n *Node) MemberOf(name string) string {
 	if !ok {
 		return ""
 	}
-	for _, id := range []string{name + "/" + fmt.Sprint(inc), name} {
-		if n.isMember(id) {
-			if _, i := SplitMember(id); i == inc {
-				return id
-			}
+	// Without fmt and a slice of the two candidates: heard calls it for
+	// every envelope that brings a member's own update.
+	if id := name + "/" + strconv.FormatUint(inc, 10); n.isMember(id) {
+		if _, i := SplitMember(id); i == inc {
+			return id
+		}
+	}
+	if n.isMember(name) {
+		if _, i := SplitMember(name); i == inc {
+			return name
 		}
 	}
 	return ""

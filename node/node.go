@@ -35,7 +35,9 @@ var ErrGateClosed = errors.New("staleness gate closed")
 
 type pendingUpdate struct {
 	origin string
-	u      codec.Sparse
+	// slot is origin's vector clock slot.
+	slot int
+	u    codec.Sparse
 }
 
 // Node is one member's core state machine. It is not safe for concurrent use:

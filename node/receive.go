@@ -180,7 +180,7 @@ func (n *Node) addAt(q int, origin string, clock uint64, u codec.Sparse) {
 		}
 		n.pendingUnsorted[clock] = true
 	}
-	n.pending[clock] = append(list, pendingUpdate{origin: origin, u: u})
+	n.pending[clock] = append(list, pendingUpdate{origin: origin, slot: q, u: u})
 }
 
 // pendingRow returns the pending updates of clock c, sorted by origin.
@@ -225,7 +225,7 @@ func (n *Node) commit() {
 			return
 		}
 		for _, p := range n.pendingRow(next) {
-			if n.vc.Get(p.origin) < next {
+			if n.vc.getAt(p.slot) < next {
 				n.vc.Withdraw(p.origin, next)
 				n.stats.UpdatesApplied--
 				continue
