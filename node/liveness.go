@@ -329,13 +329,18 @@ func (n *Node) suspectAfter() uint64 {
 
 // deadAfter is the death timeout: DeadTicks, stretched as the suspicion
 // timeout is.
-func (n *Node) deadAfter() uint64 {
-	return uint64(n.sc.DeadTicks) + n.suspectAfter() - uint64(n.sc.SuspectTicks)
+func (n *Node) deadAfter() uint64 { return n.deadAfterSuspect(n.suspectAfter()) }
+
+// deadAfterSuspect is deadAfter for a suspicion timeout already found:
+// suspectAfter walks every live member.
+func (n *Node) deadAfterSuspect(suspect uint64) uint64 {
+	return uint64(n.sc.DeadTicks) + suspect - uint64(n.sc.SuspectTicks)
 }
 
 func (n *Node) detect() {
 	p := &n.proto
-	suspect, dead := n.suspectAfter(), n.deadAfter()
+	suspect := n.suspectAfter()
+	dead := n.deadAfterSuspect(suspect)
 	for _, m := range n.members {
 		i := p.info[m]
 		if m == n.cfg.ID || i == nil {
