@@ -174,6 +174,10 @@ func (n *Node) addAt(q int, origin string, clock uint64, u codec.Sparse) {
 	// The row is sorted when it is read (pendingRow), not at each insert:
 	// a sorted insert moves half the row, O(P²) per row at P members.
 	list := n.pending[clock]
+	if list == nil {
+		// A row fills with every live member's update.
+		list = make([]pendingUpdate, 0, len(n.liveSlots))
+	}
 	if len(list) > 0 && list[len(list)-1].origin > origin {
 		if n.pendingUnsorted == nil {
 			n.pendingUnsorted = map[uint64]bool{}
