@@ -145,6 +145,9 @@ type memberInfo struct {
 type protocol struct {
 	tick uint64
 	info map[string]*memberInfo
+	// infoAt[q] is info of the member of vector clock slot q (nil for
+	// none).
+	infoAt []*memberInfo
 	// acrossGaps bounds how many members have info.acrossGap set (it may
 	// count one twice): at 0, which is almost always, heldAcrossGap needs
 	// no lookup.
@@ -204,6 +207,7 @@ const admitResends = 3
 
 func (n *Node) initProtocol() {
 	n.proto.info = make(map[string]*memberInfo, len(n.members))
+	n.proto.infoAt = nil
 	n.proto.acrossGaps = 0
 	n.proto.withholders = 0
 	n.proto.peers = map[string]uint64{}
@@ -214,9 +218,16 @@ func (n *Node) initProtocol() {
 
 // trackMember records a member the core now has in its list.
 func (n *Node) trackMember(m string) {
-	if _, ok := n.proto.info[m]; !ok {
-		n.proto.info[m] = &memberInfo{heard: n.proto.tick}
+	i, ok := n.proto.info[m]
+	if !ok {
+		i = &memberInfo{heard: n.proto.tick}
+		n.proto.info[m] = i
 	}
+	q := n.vc.intern(m)
+	for len(n.proto.infoAt) <= q {
+		n.proto.infoAt = append(n.proto.infoAt, nil)
+	}
+	n.proto.infoAt[q] = i
 	name, inc := SplitMember(m)
 	if cur, ok := n.proto.peers[name]; !ok || inc > cur {
 		n.proto.peers[name] = inc
@@ -341,8 +352,14 @@ func (n *Node) detect() {
 	p := &n.proto
 	suspect := n.suspectAfter()
 	dead := n.deadAfterSuspect(suspect)
-	for _, m := range n.members {
-		i := p.info[m]
+	// By slot: the walk is O(P) per tick, and map lookups by id were most
+	// of it.
+	for k, m := range n.members {
+		q := n.memberSlots[k]
+		var i *memberInfo
+		if q < len(p.infoAt) {
+			i = p.infoAt[q]
+		}
 		if m == n.cfg.ID || i == nil {
 			continue
 		}
@@ -356,7 +373,7 @@ func (n *Node) detect() {
 			// Heard from lately, the usual case: of the cases below only
 			// the last can hold.
 			if live {
-				n.detectWithholding(m, i, dead)
+				n.detectWithholding(m, q, i, dead)
 			}
 			continue
 		}
@@ -381,7 +398,7 @@ func (n *Node) detect() {
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
 		case n.live[m]:
-			n.detectWithholding(m, i, dead)
+			n.detectWithholding(m, q, i, dead)
 		}
 	}
 }
@@ -402,9 +419,9 @@ func (n *Node) foundedWith(m string) bool {
 // timeout (stretched with the slowest round), and one held back itself is
 // suspected only once nothing has moved for that long. It stays suspected
 // until one of its missing updates arrives.
-func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
+func (n *Node) detectWithholding(m string, q int, i *memberInfo, after uint64) {
 	p := &n.proto
-	need, have := n.syncNeed(), n.vc.Get(m)
+	need, have := n.syncNeed(), n.vc.getAt(q)
 	if need == 0 || have >= need || have != i.withheld {
 		i.blockedSince, i.withheld = 0, have
 		return

@@ -127,6 +127,7 @@ func (n *Node) insertMember(id string) bool {
 		return false
 	}
 	n.members = slices.Insert(n.members, i, id)
+	n.memberSlots = slices.Insert(n.memberSlots, i, n.vc.intern(id))
 	if n.index != nil {
 		n.indexMember(id)
 	}

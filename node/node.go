@@ -47,7 +47,9 @@ type Node struct {
 	// tracer is cfg.Tracer, or one that ignores every event.
 	tracer  Tracer
 	members []string
-	live    map[string]bool
+	// memberSlots are members' vector clock slots, in the same order.
+	memberSlots []int
+	live        map[string]bool
 	// liveList is the live members, sorted; lagHint indexes the member that
 	// last held a check back, where the next check starts, which makes the
 	// gate and commit checks O(1) per message in the common case instead of
@@ -223,9 +225,10 @@ func New(cfg Config) (*Node, error) {
 	if n.tracer == nil {
 		n.tracer = NoTracer{}
 	}
-	for _, m := range n.liveList {
-		n.liveSlots = append(n.liveSlots, n.vc.intern(m))
+	for _, m := range n.members {
+		n.memberSlots = append(n.memberSlots, n.vc.intern(m))
 	}
+	n.liveSlots = slices.Clone(n.memberSlots) // every member starts live
 	if cfg.ErrorFeedback {
 		n.residual = make([]float64, cfg.Model.NumParams())
 	}
