@@ -39,6 +39,7 @@ func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 	if across {
 		i := n.proto.info[a.Member]
 		i.acrossGap, i.entry = true, a.Entry
+		n.proto.acrossGaps++
 	}
 	if fromHello {
 		n.proto.info[a.Member].spoke = true
@@ -110,6 +111,9 @@ func (n *Node) admittedAcrossGap(signer string, entry uint64) bool {
 // heldAcrossGap reports whether origin's updates are refused for now
 // (admittedAcrossGap), and clears the hold once it ends.
 func (n *Node) heldAcrossGap(origin string) bool {
+	if n.proto.acrossGaps == 0 {
+		return false
+	}
 	i := n.proto.info[origin]
 	if i == nil || !i.acrossGap {
 		return false
@@ -121,6 +125,7 @@ func (n *Node) heldAcrossGap(origin string) bool {
 		return true
 	}
 	i.acrossGap = false
+	n.proto.acrossGaps--
 	return false
 }
 

@@ -193,20 +193,20 @@ func (n *Node) noteLacking(from, origin string, have uint64, log []retained) {
 
 // acceptFrom is accept for an update that from passed on, with the rule
 // for late updates of live members (see above).
-func (n *Node) acceptFrom(from string, u Update) RejectReason {
+func (n *Node) acceptFrom(from string, u Update, q int) RejectReason {
 	if n.heldAcrossGap(u.Origin) {
 		return RejectAcrossGap
 	}
-	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && n.isMember(u.Origin) && !n.vc.Has(u.Origin, u.Clock)
+	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && q >= 0 && !n.vc.hasAt(q, u.Clock)
 	// A gap of at most History rows holds nothing its origin, at the
 	// mesh's pace, has stopped keeping.
-	past := n.committedClock-n.vc.Get(u.Origin) > uint64(n.sc.History)
+	past := n.committedClock-n.vc.getAt(q) > uint64(n.sc.History)
 	if late && past && from != u.Origin && n.live[u.Origin] {
 		if shown, ok := n.lateShown[u.Origin]; !ok || u.Clock < shown {
 			return RejectLateRelayed
 		}
 	}
-	if reason := n.accept(u); reason != "" || !late {
+	if reason := n.accept(u, q); reason != "" || !late {
 		return reason
 	}
 	if _, ok := n.lateShown[u.Origin]; !ok && from == u.Origin {
@@ -215,7 +215,7 @@ func (n *Node) acceptFrom(from string, u Update) RejectReason {
 		}
 		n.lateShown[u.Origin] = u.Clock
 	}
-	if n.vc.Get(u.Origin) >= n.committedClock {
+	if n.vc.getAt(q) >= n.committedClock {
 		delete(n.lateShown, u.Origin)
 	}
 	return ""

@@ -8,25 +8,80 @@ import "slices"
 // gap closes, so the entry only advances over contiguous clocks.
 //
 // It is plain data: no timers, no liveness. Liveness is the caller's input.
+//
+// Each origin is interned once to a slot, and the entries live in slices
+// indexed by it: a node looks the same origin up several times for every
+// update it receives, and a string-keyed map made those lookups the largest
+// cost of a large simulation. The core finds an origin's slot once per
+// update (slot) and reads by it (getAt, hasAt, addAt).
 type VectorClock struct {
-	high  map[string]uint64
-	ahead map[string]map[uint64]struct{}
+	slots map[string]int
+	// high[i] is the entry of slot i; set[i] whether it was ever written
+	// (Snapshot lists those, zeros included).
+	high []uint64
+	set  []bool
+	// ahead[i] holds the clocks of slot i added above a gap; nil when none.
+	ahead []map[uint64]struct{}
 }
 
 // NewVectorClock returns an empty vector clock (every entry 0).
 func NewVectorClock() *VectorClock {
-	return &VectorClock{high: map[string]uint64{}, ahead: map[string]map[uint64]struct{}{}}
+	return &VectorClock{slots: map[string]int{}}
+}
+
+// slot returns q's slot, or -1 when q was never added.
+func (v *VectorClock) slot(q string) int {
+	if i, ok := v.slots[q]; ok {
+		return i
+	}
+	return -1
+}
+
+// intern returns q's slot, making one when q has none.
+func (v *VectorClock) intern(q string) int {
+	if i, ok := v.slots[q]; ok {
+		return i
+	}
+	i := len(v.high)
+	v.slots[q] = i
+	v.high = append(v.high, 0)
+	v.set = append(v.set, false)
+	v.ahead = append(v.ahead, nil)
+	return i
 }
 
 // Get returns the contiguous high-water mark of origin q.
-func (v *VectorClock) Get(q string) uint64 { return v.high[q] }
+func (v *VectorClock) Get(q string) uint64 { return v.getAt(v.slot(q)) }
+
+// getAt is Get by slot; slot -1 (an origin never added) reads 0.
+func (v *VectorClock) getAt(i int) uint64 {
+	if i < 0 {
+		return 0
+	}
+	return v.high[i]
+}
+
+// aheadOf returns the clocks of q held above a gap (nil for none); the
+// caller must not modify it.
+func (v *VectorClock) aheadOf(q string) map[uint64]struct{} {
+	if i := v.slot(q); i >= 0 {
+		return v.ahead[i]
+	}
+	return nil
+}
 
 // Has reports whether update (q, c) has been added.
-func (v *VectorClock) Has(q string, c uint64) bool {
-	if c <= v.high[q] {
+func (v *VectorClock) Has(q string, c uint64) bool { return v.hasAt(v.slot(q), c) }
+
+// hasAt is Has by slot.
+func (v *VectorClock) hasAt(i int, c uint64) bool {
+	if i < 0 {
+		return c == 0
+	}
+	if c <= v.high[i] {
 		return true
 	}
-	_, ok := v.ahead[q][c]
+	_, ok := v.ahead[i][c]
 	return ok
 }
 
@@ -34,21 +89,29 @@ func (v *VectorClock) Has(q string, c uint64) bool {
 // an update (clocks count completed iterations from 1), so it is reported as
 // already present.
 func (v *VectorClock) Add(q string, c uint64) bool {
-	if v.Has(q, c) {
+	if c == 0 {
 		return false
 	}
-	h := v.high[q]
+	return v.addAt(v.intern(q), c)
+}
+
+// addAt is Add by slot.
+func (v *VectorClock) addAt(i int, c uint64) bool {
+	if v.hasAt(i, c) {
+		return false
+	}
+	h := v.high[i]
 	if c != h+1 {
-		set := v.ahead[q]
+		set := v.ahead[i]
 		if set == nil {
 			set = map[uint64]struct{}{}
-			v.ahead[q] = set
+			v.ahead[i] = set
 		}
 		set[c] = struct{}{}
 		return true
 	}
 	h = c
-	set := v.ahead[q]
+	set := v.ahead[i]
 	for {
 		if _, ok := set[h+1]; !ok {
 			break
@@ -57,22 +120,26 @@ func (v *VectorClock) Add(q string, c uint64) bool {
 		h++
 	}
 	if len(set) == 0 {
-		delete(v.ahead, q)
+		v.ahead[i] = nil
 	}
-	v.high[q] = h
+	v.high[i], v.set[i] = h, true
 	return true
 }
 
 // Withdraw forgets update (q, c) held ahead of a gap (c above Get(q)); it
 // reports whether it was held so.
 func (v *VectorClock) Withdraw(q string, c uint64) bool {
-	set := v.ahead[q]
+	i := v.slot(q)
+	if i < 0 {
+		return false
+	}
+	set := v.ahead[i]
 	if _, ok := set[c]; !ok {
 		return false
 	}
 	delete(set, c)
 	if len(set) == 0 {
-		delete(v.ahead, q)
+		v.ahead[i] = nil
 	}
 	return true
 }
@@ -80,10 +147,11 @@ func (v *VectorClock) Withdraw(q string, c uint64) bool {
 // Set moves q's entry to c, forgetting what was buffered at or below it; a
 // node that starts from a snapshot uses it.
 func (v *VectorClock) Set(q string, c uint64) {
-	v.high[q] = c
-	for k := range v.ahead[q] {
+	i := v.intern(q)
+	v.high[i], v.set[i] = c, true
+	for k := range v.ahead[i] {
 		if k <= c {
-			delete(v.ahead[q], k)
+			delete(v.ahead[i], k)
 		}
 	}
 }
@@ -93,9 +161,9 @@ func (v *VectorClock) Min(members []string) uint64 {
 	if len(members) == 0 {
 		return 0
 	}
-	m := v.high[members[0]]
+	m := v.Get(members[0])
 	for _, q := range members[1:] {
-		m = min(m, v.high[q])
+		m = min(m, v.Get(q))
 	}
 	return m
 }
@@ -103,8 +171,10 @@ func (v *VectorClock) Min(members []string) uint64 {
 // Snapshot returns a copy of the contiguous entries, keyed by origin.
 func (v *VectorClock) Snapshot() map[string]uint64 {
 	out := make(map[string]uint64, len(v.high))
-	for q, c := range v.high {
-		out[q] = c
+	for q, i := range v.slots {
+		if v.set[i] {
+			out[q] = v.high[i]
+		}
 	}
 	return out
 }
@@ -112,8 +182,8 @@ func (v *VectorClock) Snapshot() map[string]uint64 {
 // Origins returns the origins with a non-zero entry, sorted.
 func (v *VectorClock) Origins() []string {
 	out := make([]string, 0, len(v.high))
-	for q, c := range v.high {
-		if c > 0 {
+	for q, i := range v.slots {
+		if v.high[i] > 0 {
 			out = append(out, q)
 		}
 	}

@@ -94,3 +94,38 @@ func TestGateOpen(t *testing.T) {
 		}
 	}
 }
+
+// The slot reads agree with the string ones, an origin never added has no
+// slot and reads as empty, and Snapshot and Origins list what was written:
+// an entry set to 0 is in the snapshot, an origin held only above a gap is
+// in neither.
+func TestVectorClockSlots(t *testing.T) {
+	v := NewVectorClock()
+	v.Add("a", 1)
+	v.Add("a", 2)
+	v.Add("b", 3) // above a gap
+	v.Set("c", 0)
+	if v.slot("z") != -1 || v.getAt(-1) != 0 || v.hasAt(-1, 1) || !v.hasAt(-1, 0) || v.Has("z", 1) || v.Withdraw("z", 1) {
+		t.Fatal("an origin never added reads as non-empty")
+	}
+	a, b := v.slot("a"), v.slot("b")
+	if v.getAt(a) != 2 || !v.hasAt(a, 2) || v.hasAt(a, 3) || v.getAt(b) != 0 || !v.hasAt(b, 3) || v.hasAt(b, 2) {
+		t.Fatalf("slot reads: a %d, b %d", v.getAt(a), v.getAt(b))
+	}
+	if len(v.aheadOf("b")) != 1 || v.aheadOf("a") != nil || v.aheadOf("z") != nil {
+		t.Fatalf("ahead: a %v, b %v", v.aheadOf("a"), v.aheadOf("b"))
+	}
+	snap := v.Snapshot()
+	if len(snap) != 2 || snap["a"] != 2 || snap["c"] != 0 {
+		t.Fatalf("snapshot %v, want a:2 and c:0", snap)
+	}
+	if got := v.Origins(); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("origins %v, want [a]", got)
+	}
+	if !v.addAt(b, 1) || !v.addAt(b, 2) || v.Get("b") != 3 || v.aheadOf("b") != nil {
+		t.Fatalf("closing b's gap by slot: entry %d, ahead %v", v.Get("b"), v.aheadOf("b"))
+	}
+	if v.intern("a") != a || v.intern("d") != 3 || v.Get("d") != 0 || len(v.Snapshot()) != 3 {
+		t.Fatalf("intern: a %d, d %d, snapshot %v", v.intern("a"), v.intern("d"), v.Snapshot())
+	}
+}

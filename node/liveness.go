@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 )
@@ -142,9 +143,16 @@ type memberInfo struct {
 
 // protocol is the membership state of a node.
 type protocol struct {
-	tick  uint64
-	info  map[string]*memberInfo
-	peers map[string]uint64 // peer name → highest incarnation admitted
+	tick uint64
+	info map[string]*memberInfo
+	// infoAt[q] is info of the member of vector clock slot q (nil for
+	// none).
+	infoAt []*memberInfo
+	// acrossGaps bounds how many members have info.acrossGap set (it may
+	// count one twice): at 0, which is almost always, heldAcrossGap needs
+	// no lookup.
+	acrossGaps int
+	peers      map[string]uint64 // peer name → highest incarnation admitted
 	// Own hellos and round time.
 	helloSeq, lastHello  uint64
 	round, lastTrainTick uint64
@@ -199,6 +207,8 @@ const admitResends = 3
 
 func (n *Node) initProtocol() {
 	n.proto.info = make(map[string]*memberInfo, len(n.members))
+	n.proto.infoAt = nil
+	n.proto.acrossGaps = 0
 	n.proto.withholders = 0
 	n.proto.peers = map[string]uint64{}
 	for _, m := range n.members {
@@ -208,9 +218,16 @@ func (n *Node) initProtocol() {
 
 // trackMember records a member the core now has in its list.
 func (n *Node) trackMember(m string) {
-	if _, ok := n.proto.info[m]; !ok {
-		n.proto.info[m] = &memberInfo{heard: n.proto.tick}
+	i, ok := n.proto.info[m]
+	if !ok {
+		i = &memberInfo{heard: n.proto.tick}
+		n.proto.info[m] = i
 	}
+	q := n.vc.intern(m)
+	for len(n.proto.infoAt) <= q {
+		n.proto.infoAt = append(n.proto.infoAt, nil)
+	}
+	n.proto.infoAt[q] = i
 	name, inc := SplitMember(m)
 	if cur, ok := n.proto.peers[name]; !ok || inc > cur {
 		n.proto.peers[name] = inc
@@ -294,11 +311,16 @@ func (n *Node) MemberOf(name string) string {
 	if !ok {
 		return ""
 	}
-	for _, id := range []string{name + "/" + fmt.Sprint(inc), name} {
-		if n.isMember(id) {
-			if _, i := SplitMember(id); i == inc {
-				return id
-			}
+	// Without fmt and a slice of the two candidates: heard calls it for
+	// every envelope that brings a member's own update.
+	if id := name + "/" + strconv.FormatUint(inc, 10); n.isMember(id) {
+		if _, i := SplitMember(id); i == inc {
+			return id
+		}
+	}
+	if n.isMember(name) {
+		if _, i := SplitMember(name); i == inc {
+			return name
 		}
 	}
 	return ""
@@ -318,22 +340,42 @@ func (n *Node) suspectAfter() uint64 {
 
 // deadAfter is the death timeout: DeadTicks, stretched as the suspicion
 // timeout is.
-func (n *Node) deadAfter() uint64 {
-	return uint64(n.sc.DeadTicks) + n.suspectAfter() - uint64(n.sc.SuspectTicks)
+func (n *Node) deadAfter() uint64 { return n.deadAfterSuspect(n.suspectAfter()) }
+
+// deadAfterSuspect is deadAfter for a suspicion timeout already found:
+// suspectAfter walks every live member.
+func (n *Node) deadAfterSuspect(suspect uint64) uint64 {
+	return uint64(n.sc.DeadTicks) + suspect - uint64(n.sc.SuspectTicks)
 }
 
 func (n *Node) detect() {
 	p := &n.proto
-	suspect, dead := n.suspectAfter(), n.deadAfter()
-	for _, m := range n.members {
-		i := p.info[m]
+	suspect := n.suspectAfter()
+	dead := n.deadAfterSuspect(suspect)
+	// By slot: the walk is O(P) per tick, and map lookups by id were most
+	// of it.
+	for k, m := range n.members {
+		q := n.memberSlots[k]
+		var i *memberInfo
+		if q < len(p.infoAt) {
+			i = p.infoAt[q]
+		}
 		if m == n.cfg.ID || i == nil {
 			continue
 		}
 		silent := p.tick - i.heard
-		if !n.live[m] {
+		live := n.live[m]
+		if !live {
 			// Its hold on the gate counts from when it is live again.
 			i.blockedSince = 0
+		}
+		if silent < suspect && silent < dead {
+			// Heard from lately, the usual case: of the cases below only
+			// the last can hold.
+			if live {
+				n.detectWithholding(m, q, i, dead)
+			}
+			continue
 		}
 		switch {
 		case n.Leaving(m) && silent >= suspect:
@@ -356,7 +398,7 @@ func (n *Node) detect() {
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
 		case n.live[m]:
-			n.detectWithholding(m, i, dead)
+			n.detectWithholding(m, q, i, dead)
 		}
 	}
 }
@@ -377,11 +419,11 @@ func (n *Node) foundedWith(m string) bool {
 // timeout (stretched with the slowest round), and one held back itself is
 // suspected only once nothing has moved for that long. It stays suspected
 // until one of its missing updates arrives.
-func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
+func (n *Node) detectWithholding(m string, q int, i *memberInfo, after uint64) {
 	p := &n.proto
-	need := n.syncNeed()
-	if need == 0 || n.vc.Get(m) >= need || n.vc.Get(m) != i.withheld {
-		i.blockedSince, i.withheld = 0, n.vc.Get(m)
+	need, have := n.syncNeed(), n.vc.getAt(q)
+	if need == 0 || have >= need || have != i.withheld {
+		i.blockedSince, i.withheld = 0, have
 		return
 	}
 	if i.blockedSince == 0 {
@@ -391,7 +433,7 @@ func (n *Node) detectWithholding(m string, i *memberInfo, after uint64) {
 	if p.tick-i.blockedSince < after {
 		return
 	}
-	i.blockedSince, i.withheld, i.withholding = 0, n.vc.Get(m), true
+	i.blockedSince, i.withheld, i.withholding = 0, have, true
 	n.proto.withholders++
 	n.Suspect(m)
 	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})
@@ -593,10 +635,12 @@ func (n *Node) onHello(a Announcement) RejectReason {
 	}
 	i.seq, i.round, i.clock = a.Seq, a.Round, a.Clock
 	i.heard, i.spoke = n.proto.tick, true
+	// Suspected(a.Member) with one live lookup: it has not left (above).
+	up, known := n.live[a.Member]
 	switch {
-	case n.Suspected(a.Member):
+	case !known && n.isMember(a.Member):
 		n.heard(a.Member)
-	case !n.live[a.Member]:
+	case !up:
 		n.PeerUp(a.Member)
 		n.proto.events = append(n.proto.events, Event{Kind: EventBack, Member: a.Member, Clock: a.Clock})
 		n.proto.membershipChanged = true

@@ -197,7 +197,7 @@ func (n *Node) standInForMissing(model []float64) {
 			continue
 		}
 		present := 0
-		for _, p := range n.pending[c] {
+		for _, p := range n.pendingRow(c) {
 			if n.live[p.origin] {
 				present++
 			}
@@ -221,7 +221,7 @@ func (n *Node) standInForMissing(model []float64) {
 
 // pendingOf returns origin's pending update of clock c.
 func (n *Node) pendingOf(c uint64, origin string) (codec.Sparse, bool) {
-	list := n.pending[c]
+	list := n.pendingRow(c)
 	i, found := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int { return strings.Compare(p.origin, o) })
 	if !found {
 		return codec.Sparse{}, false

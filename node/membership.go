@@ -51,7 +51,7 @@ func (n *Node) Rows() Snapshot {
 		entry := n.entryOf[m]
 		e := MemberEntry{ID: m, Live: n.live[m], Entry: entry, High: max(min(n.vc.Get(m), n.committedClock), entry)}
 		e.Last, e.Left = n.left[m]
-		for c := range n.vc.ahead[m] {
+		for c := range n.vc.aheadOf(m) {
 			if c <= n.committedClock {
 				e.Ahead = append(e.Ahead, c)
 			}
@@ -127,7 +127,30 @@ func (n *Node) insertMember(id string) bool {
 		return false
 	}
 	n.members = slices.Insert(n.members, i, id)
+	n.memberSlots = slices.Insert(n.memberSlots, i, n.vc.intern(id))
+	if n.index != nil {
+		n.indexMember(id)
+	}
 	return true
+}
+
+// indexMember gives member id its slot: the vector clock's, so that one
+// lookup finds both its entries and its frames.
+func (n *Node) indexMember(id string) {
+	i := n.vc.intern(id)
+	n.index[id] = i
+	for len(n.logs) <= i {
+		n.logs = append(n.logs, nil)
+	}
+}
+
+// memberSlot returns member id's slot (see indexMember), or -1 when id is
+// no member.
+func (n *Node) memberSlot(id string) int {
+	if i, ok := n.index[id]; ok {
+		return i
+	}
+	return -1
 }
 
 // addMember is the view part of AddMember: the member list, the vector
@@ -205,7 +228,7 @@ func (n *Node) setEntry(id string, entry uint64) {
 // update applied exactly once means fromSnapshot + applied == held.
 func (n *Node) Ledger() (fromSnapshot, applied, held uint64) {
 	for _, m := range n.members {
-		held += n.vc.Get(m) + uint64(len(n.vc.ahead[m]))
+		held += n.vc.Get(m) + uint64(len(n.vc.aheadOf(m)))
 	}
 	return n.fromSnapshot, n.stats.UpdatesApplied, held - n.entries
 }

@@ -446,3 +446,28 @@ func TestUpdateAfterLeaveRefused(t *testing.T) {
 		t.Fatal("node-02 still waited for once its last update is in")
 	}
 }
+
+// The slot-indexed state follows the member list: after members join in
+// any order, each member's slot is its vector clock slot and its index
+// entry, and its failure detector record is found by slot as by id.
+func TestMemberSlotsFollowTheMembers(t *testing.T) {
+	cl := newCluster(t, 3, 1, 5, "raw", 1)
+	n := cl.nodes["node-01"]
+	for _, id := range []string{"node-09", "node-00a", "node-05", "a-first"} {
+		n.AddMember(id, 0)
+	}
+	if len(n.memberSlots) != len(n.members) || len(n.members) != 7 {
+		t.Fatalf("%d members, %d slots", len(n.members), len(n.memberSlots))
+	}
+	seen := map[int]bool{}
+	for k, m := range n.members {
+		q := n.memberSlots[k]
+		if seen[q] || n.vc.slot(m) != q || n.memberSlot(m) != q || n.proto.infoAt[q] != n.proto.info[m] || n.proto.info[m] == nil {
+			t.Fatalf("member %s: slot %d, clock's %d, index %d, info by slot %p by id %p", m, q, n.vc.slot(m), n.memberSlot(m), n.proto.infoAt[q], n.proto.info[m])
+		}
+		seen[q] = true
+	}
+	if n.memberSlot("node-77") != -1 || n.isMember("node-77") {
+		t.Fatal("an id never admitted has a slot")
+	}
+}

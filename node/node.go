@@ -35,7 +35,9 @@ var ErrGateClosed = errors.New("staleness gate closed")
 
 type pendingUpdate struct {
 	origin string
-	u      codec.Sparse
+	// slot is origin's vector clock slot.
+	slot int
+	u    codec.Sparse
 }
 
 // Node is one member's core state machine. It is not safe for concurrent use:
@@ -45,14 +47,18 @@ type Node struct {
 	// tracer is cfg.Tracer, or one that ignores every event.
 	tracer  Tracer
 	members []string
-	live    map[string]bool
+	// memberSlots are members' vector clock slots, in the same order.
+	memberSlots []int
+	live        map[string]bool
 	// liveList is the live members, sorted; lagHint indexes the member that
 	// last held a check back, where the next check starts, which makes the
 	// gate and commit checks O(1) per message in the common case instead of
 	// a scan of every member.
 	liveList []string
-	lagHint  int
-	router   Router
+	// liveSlots are liveList's vector clock slots, in the same order.
+	liveSlots []int
+	lagHint   int
+	router    Router
 
 	clock     uint64
 	vc        *VectorClock
@@ -61,8 +67,11 @@ type Node struct {
 	committedClock uint64
 	// rowHolds are clocks the rows stop at for joiners (HoldRows).
 	rowHolds []uint64
-	// pending holds applied-but-uncommitted updates by clock, sorted by origin.
-	pending map[uint64][]pendingUpdate
+	// pending holds applied-but-uncommitted updates by clock, sorted by
+	// origin when read through pendingRow; pendingUnsorted marks the rows
+	// that are not.
+	pending         map[uint64][]pendingUpdate
+	pendingUnsorted map[uint64]bool
 	// work is the view with the pending updates overlaid: equal to
 	// committed except at workKeys, or anywhere when workDense.
 	work      []float64
@@ -75,6 +84,10 @@ type Node struct {
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
+	// spareQueues are emptied outbox queues, kept for their capacity; at
+	// most maxSpareQueues, since answers to sync requests queue for hops
+	// that route never takes a spare for.
+	spareQueues [][]Update
 	// refused holds the updates above the committed rows whose content
 	// this node refused, or its donor did (see sign.go).
 	refused map[UpdateID]bool
@@ -104,8 +117,8 @@ type Node struct {
 
 	// Retransmission and membership (see sync.go, liveness.go, catchup.go).
 	sc SyncConfig
-	// logs[i] holds the frames kept of members[i], sorted by clock; index
-	// maps a member to i.
+	// logs[i] holds the frames kept of the member of slot i, sorted by
+	// clock; index maps each member to its slot (memberSlot).
 	logs  [][]retained
 	index map[string]int
 	bytes int
@@ -117,7 +130,9 @@ type Node struct {
 	degraded  bool
 	syncStats SyncStats
 	fresh     []int
-	proto     protocol
+	// slots are the member slots of the updates Receive is handling.
+	slots []int
+	proto protocol
 	// gone holds, per origin, the clock up to which it said its updates
 	// are gone (see catchup.go).
 	gone map[string]uint64
@@ -210,6 +225,10 @@ func New(cfg Config) (*Node, error) {
 	if n.tracer == nil {
 		n.tracer = NoTracer{}
 	}
+	for _, m := range n.members {
+		n.memberSlots = append(n.memberSlots, n.vc.intern(m))
+	}
+	n.liveSlots = slices.Clone(n.memberSlots) // every member starts live
 	if cfg.ErrorFeedback {
 		n.residual = make([]float64, cfg.Model.NumParams())
 	}
@@ -222,10 +241,10 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	n.index = make(map[string]int, len(n.members))
-	for i, m := range n.members {
-		n.index[m] = i
+	for _, m := range n.members {
+		n.index[m] = n.vc.intern(m)
 	}
-	n.logs = make([][]retained, len(n.members))
+	n.logs = make([][]retained, len(n.vc.high))
 	n.initLocal()
 	// Members' clocks differ by up to about a window, so a requester's
 	// latest digest is one the answerer still keeps.
@@ -255,10 +274,11 @@ func (n *Node) Live() []string { return slices.Clone(n.liveList) }
 func (n *Node) setLive(id string, up bool) {
 	n.live[id] = up
 	n.proto.overlayKeyStale = true
-	n.liveList = n.liveList[:0]
+	n.liveList, n.liveSlots = n.liveList[:0], n.liveSlots[:0]
 	for _, m := range n.members {
 		if n.live[m] {
 			n.liveList = append(n.liveList, m)
+			n.liveSlots = append(n.liveSlots, n.vc.intern(m))
 		}
 	}
 	n.lagHint = 0
@@ -268,10 +288,10 @@ func (n *Node) setLive(id string, up bool) {
 // least c. It starts from the member that failed the last check, since that
 // one is the likeliest to fail again.
 func (n *Node) allAtLeast(c uint64) bool {
-	k := len(n.liveList)
+	k := len(n.liveSlots)
 	for i := 0; i < k; i++ {
 		j := (n.lagHint + i) % k
-		if n.vc.Get(n.liveList[j]) < c {
+		if n.vc.getAt(n.liveSlots[j]) < c {
 			n.lagHint = j
 			return false
 		}
@@ -331,7 +351,7 @@ func (n *Node) View() []float64 {
 		if c > n.clock {
 			break
 		}
-		for _, p := range n.pending[c] {
+		for _, p := range n.pendingRow(c) {
 			applySparse(n.work, p.u)
 			n.markWork(p.u)
 		}
@@ -497,6 +517,10 @@ func SGDFactors(m *model.Model, view []float64, batch []dataset.Row, rate float6
 	return f
 }
 
+// maxSpareQueues bounds Node.spareQueues, well above the next hops a relay
+// has in an overlay (about log2 P).
+const maxSpareQueues = 64
+
 // hasReady reports whether updates are queued for ready.
 func (n *Node) hasReady() bool { return len(n.outbox) > 0 }
 
@@ -518,6 +542,16 @@ func (n *Node) ready() Ready {
 			n.stats.MessagesSent++
 			n.stats.BytesSent += uint64(len(data))
 		}
+	}
+	// The hops' queues are reused (route): relays go to the same few next
+	// hops every time, and growing fresh queues for each was a large part
+	// of routing.
+	for _, q := range n.outbox {
+		if len(n.spareQueues) == maxSpareQueues {
+			break
+		}
+		clear(q)
+		n.spareQueues = append(n.spareQueues, q[:0])
 	}
 	clear(n.outbox)
 	return rd

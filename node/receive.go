@@ -17,8 +17,18 @@ func (n *Node) receive(from string, data []byte) {
 		n.reject(RejectBadEnvelope)
 		return
 	}
-	for _, u := range updates {
-		if reason := n.acceptFrom(from, u); reason != "" {
+	slots := make([]int, len(updates))
+	for i, u := range updates {
+		slots[i] = n.memberSlot(u.Origin)
+	}
+	n.receiveUpdates(from, updates, slots)
+}
+
+// receiveUpdates is receive for a decoded envelope; slots[i] is the member
+// slot of updates[i]'s origin (memberSlot).
+func (n *Node) receiveUpdates(from string, updates []Update, slots []int) {
+	for i, u := range updates {
+		if reason := n.acceptFrom(from, u, slots[i]); reason != "" {
 			n.reject(reason)
 			continue
 		}
@@ -29,22 +39,23 @@ func (n *Node) receive(from string, data []byte) {
 }
 
 // accept validates u and adds it to the view; it returns the rejection
-// reason, or "" when u was applied.
-func (n *Node) accept(u Update) RejectReason {
-	if _, ok := slices.BinarySearch(n.members, u.Origin); !ok {
+// reason, or "" when u was applied. q is u.Origin's member slot
+// (memberSlot), -1 when it is no member.
+func (n *Node) accept(u Update, q int) RejectReason {
+	if q < 0 {
 		return RejectNotMember
 	}
 	if u.Clock == 0 {
 		return RejectBadClock
 	}
-	if n.vc.Has(u.Origin, u.Clock) {
+	if n.vc.hasAt(q, u.Clock) {
 		return RejectDuplicate
 	}
 	if last, gone := n.left[u.Origin]; gone && u.Clock > last {
 		return RejectAfterLeave
 	}
 	// The rows hold only contiguous updates of each origin (see commit).
-	if u.Clock <= n.committedClock && u.Clock != n.vc.Get(u.Origin)+1 {
+	if u.Clock <= n.committedClock && u.Clock != n.vc.getAt(q)+1 {
 		return RejectLateGap
 	}
 	// An honest origin at clock c passed a gate that needed our entry to be
@@ -67,7 +78,7 @@ func (n *Node) accept(u Update) RejectReason {
 		n.skip(u)
 		return reason
 	}
-	n.add(u.Origin, u.Clock, decoded)
+	n.addAt(q, u.Origin, u.Clock, decoded)
 	return ""
 }
 
@@ -145,7 +156,12 @@ func (n *Node) acceptBound() uint64 {
 }
 
 func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
-	n.vc.Add(origin, clock)
+	n.addAt(n.vc.intern(origin), origin, clock, u)
+}
+
+// addAt is add for the origin of vector clock slot q.
+func (n *Node) addAt(q int, origin string, clock uint64, u codec.Sparse) {
+	n.vc.addAt(q, clock)
 	n.stats.UpdatesApplied++
 	n.tracer.Apply(origin, clock)
 	if clock <= n.committedClock {
@@ -155,9 +171,30 @@ func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
 		n.applyCommitted(u)
 		return
 	}
+	// The row is sorted when it is read (pendingRow), not at each insert:
+	// a sorted insert moves half the row, O(P²) per row at P members.
 	list := n.pending[clock]
-	i, _ := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int { return strings.Compare(p.origin, o) })
-	n.pending[clock] = slices.Insert(list, i, pendingUpdate{origin: origin, u: u})
+	if list == nil {
+		// A row fills with every live member's update.
+		list = make([]pendingUpdate, 0, len(n.liveSlots))
+	}
+	if len(list) > 0 && list[len(list)-1].origin > origin {
+		if n.pendingUnsorted == nil {
+			n.pendingUnsorted = map[uint64]bool{}
+		}
+		n.pendingUnsorted[clock] = true
+	}
+	n.pending[clock] = append(list, pendingUpdate{origin: origin, slot: q, u: u})
+}
+
+// pendingRow returns the pending updates of clock c, sorted by origin.
+func (n *Node) pendingRow(c uint64) []pendingUpdate {
+	list := n.pending[c]
+	if n.pendingUnsorted[c] {
+		slices.SortFunc(list, func(a, b pendingUpdate) int { return strings.Compare(a.origin, b.origin) })
+		delete(n.pendingUnsorted, c)
+	}
+	return list
 }
 
 // route queues u for the next hops the router gives for this node.
@@ -166,7 +203,12 @@ func (n *Node) route(u Update) {
 		if hop == n.cfg.ID || hop == u.Origin || !n.live[hop] || n.Leaving(hop) {
 			continue
 		}
-		n.outbox[hop] = append(n.outbox[hop], u)
+		q, ok := n.outbox[hop]
+		if !ok && len(n.spareQueues) > 0 {
+			q = n.spareQueues[len(n.spareQueues)-1]
+			n.spareQueues = n.spareQueues[:len(n.spareQueues)-1]
+		}
+		n.outbox[hop] = append(q, u)
 		if u.Origin != n.cfg.ID {
 			n.stats.UpdatesRelayed++
 		}
@@ -186,8 +228,8 @@ func (n *Node) commit() {
 		if n.heldAt() || !n.allAtLeast(next) {
 			return
 		}
-		for _, p := range n.pending[next] {
-			if n.vc.Get(p.origin) < next {
+		for _, p := range n.pendingRow(next) {
+			if n.vc.getAt(p.slot) < next {
 				n.vc.Withdraw(p.origin, next)
 				n.stats.UpdatesApplied--
 				continue
@@ -195,6 +237,7 @@ func (n *Node) commit() {
 			n.applyCommitted(p.u)
 		}
 		delete(n.pending, next)
+		delete(n.pendingUnsorted, next)
 		n.committedClock = next
 		n.recordDigest(next)
 	}
@@ -210,7 +253,13 @@ func (n *Node) pendingClocks() []uint64 {
 }
 
 func (n *Node) observeStaleness() {
-	s := n.clock - min(n.clock, n.vc.Min(n.liveList))
+	low := uint64(0)
+	for i, q := range n.liveSlots {
+		if e := n.vc.getAt(q); i == 0 || e < low {
+			low = e
+		}
+	}
+	s := n.clock - min(n.clock, low)
 	n.stats.StalenessMax = max(n.stats.StalenessMax, s)
 	n.stats.StalenessSum += s
 	n.stats.Reads++

@@ -87,6 +87,11 @@ func (n *Node) Shares() int {
 func (n *Node) stepScale() float64 { return 1 / float64(n.Shares()) }
 
 func (n *Node) isMember(id string) bool {
+	if n.index != nil {
+		// Kept with the member list (insertMember) once New has made it.
+		_, ok := n.index[id]
+		return ok
+	}
 	_, ok := slices.BinarySearch(n.members, id)
 	return ok
 }

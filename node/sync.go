@@ -333,12 +333,6 @@ func (n *Node) AddMember(id string, entry uint64) {
 	if n.isMember(id) {
 		n.trackMember(id)
 	}
-	if _, ok := n.index[id]; !ok {
-		if _, member := slices.BinarySearch(n.members, id); member {
-			n.index[id] = len(n.logs)
-			n.logs = append(n.logs, nil)
-		}
-	}
 	n.updateDegraded()
 }
 
@@ -411,18 +405,20 @@ func (n *Node) Receive(from string, data []byte) {
 		return
 	}
 	// An update the core applies is one it did not hold before and holds
-	// after. Decoding the envelope a second time is cheap: frames alias data.
-	n.fresh = n.fresh[:0]
+	// after. Each origin's member slot is looked up once per update.
+	n.fresh, n.slots = n.fresh[:0], n.slots[:0]
 	for i, u := range updates {
-		if !n.vc.Has(u.Origin, u.Clock) {
+		q := n.memberSlot(u.Origin)
+		n.slots = append(n.slots, q)
+		if !n.vc.hasAt(q, u.Clock) {
 			n.fresh = append(n.fresh, i)
 		}
 	}
-	n.receive(from, data)
+	n.receiveUpdates(from, updates, n.slots)
 	ownApplied := false
 	for k, i := range n.fresh {
-		u := updates[i]
-		if !n.vc.Has(u.Origin, u.Clock) {
+		u, q := updates[i], n.slots[i]
+		if !n.vc.hasAt(q, u.Clock) {
 			continue
 		}
 		ownApplied = ownApplied || u.Origin == from
@@ -432,7 +428,7 @@ func (n *Node) Receive(from string, data []byte) {
 		if repeated(updates, n.fresh, k) {
 			continue
 		}
-		n.retain(u.Origin, u.Clock, n.keepFrame(u.Frame), slices.Clone(u.Sig))
+		n.retainAt(q, u.Origin, u.Clock, n.keepFrame(u.Frame), slices.Clone(u.Sig))
 	}
 	// A member's own updates applied are a sign of life; what it passes on
 	// of others' is not (an honest relay says hello anyway), nor are
@@ -507,22 +503,35 @@ func (n *Node) HasReady() bool {
 // retain keeps frame as origin's update of clock and drops what the
 // retention rules no longer require.
 func (n *Node) retain(origin string, clock uint64, frame, sig []byte) {
-	i, ok := n.index[origin]
-	if !ok {
+	n.retainAt(n.memberSlot(origin), origin, clock, frame, sig)
+}
+
+// retainAt is retain for the origin of member slot i (memberSlot).
+func (n *Node) retainAt(i int, origin string, clock uint64, frame, sig []byte) {
+	if i < 0 {
 		return
 	}
 	log := n.logs[i]
-	j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
-	if found {
-		return
+	// Frames mostly come in clock order: append without a search.
+	if len(log) == 0 || log[len(log)-1].clock < clock {
+		log = append(log, retained{clock: clock, frame: frame, sig: sig})
+	} else {
+		j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
+		if found {
+			return
+		}
+		log = slices.Insert(log, j, retained{clock: clock, frame: frame, sig: sig})
 	}
-	log = slices.Insert(log, j, retained{clock: clock, frame: frame, sig: sig})
 	n.bytes += len(frame)
 	n.count++
 	drop := 0
-	if origin != n.cfg.ID && n.live[origin] && !n.degraded {
-		newest := log[len(log)-1].clock
-		for drop < len(log) && log[drop].clock+uint64(n.sc.Window) <= newest && log[drop].clock <= n.committedClock {
+	newest := log[len(log)-1].clock
+	droppable := func(r retained) bool {
+		return r.clock+uint64(n.sc.Window) <= newest && r.clock <= n.committedClock
+	}
+	// The cheap tests before the live lookup.
+	if origin != n.cfg.ID && !n.degraded && droppable(log[0]) && n.live[origin] {
+		for drop < len(log) && droppable(log[drop]) {
 			drop++
 		}
 	}

@@ -2,7 +2,11 @@ package node
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/sketchmesh/sketchmesh/codec"
 )
 
 // freshView is the view as its definition reads: a copy of the committed
@@ -15,7 +19,9 @@ func freshView(n *Node) []float64 {
 		if c > n.clock {
 			break
 		}
-		for _, p := range n.pending[c] {
+		row := slices.Clone(n.pending[c])
+		slices.SortFunc(row, func(a, b pendingUpdate) int { return strings.Compare(a.origin, b.origin) })
+		for _, p := range row {
 			applySparse(w, p.u)
 		}
 	}
@@ -51,5 +57,34 @@ func TestViewOverlayMatchesFreshCopy(t *testing.T) {
 	})
 	if overlaid == 0 {
 		t.Fatalf("no read of %d had pending updates to overlay", reads)
+	}
+}
+
+// Updates of one clock that arrive in any order are read in canonical
+// order: pendingRow sorts the row by origin, pendingOf finds each, and the
+// view is the same bit for bit as with the updates added in order.
+func TestPendingRowSortsArrivals(t *testing.T) {
+	views := [2][]float64{}
+	for run, order := range [][]int{{0, 1, 2, 3}, {3, 1, 0, 2}} {
+		cl := newCluster(t, 4, 3, 5, "raw", 1)
+		n := cl.nodes["node-00"]
+		n.clock = 1 // the row of clock 1 is at or below the node's clock, so View reads it
+		for _, k := range order {
+			origin := cl.ids[k]
+			n.add(origin, 1, codec.Sparse{Keys: []uint64{0, uint64(k + 1)}, Values: []float32{0.1 * float32(k+1), 1e-7}})
+		}
+		row := n.pendingRow(1)
+		if len(row) != 4 || !slices.IsSortedFunc(row, func(a, b pendingUpdate) int { return strings.Compare(a.origin, b.origin) }) {
+			t.Fatalf("order %v: row of %d updates, sorted %v", order, len(row), slices.IsSortedFunc(row, func(a, b pendingUpdate) int { return strings.Compare(a.origin, b.origin) }))
+		}
+		for k, id := range cl.ids {
+			if u, ok := n.pendingOf(1, id); !ok || u.Values[0] != 0.1*float32(k+1) {
+				t.Fatalf("order %v: pendingOf(%s) = %v, %v", order, id, u, ok)
+			}
+		}
+		views[run] = slices.Clone(n.View())
+	}
+	if !sameFloats(views[0], views[1]) {
+		t.Fatal("the view depends on the order the updates arrived in")
 	}
 }

@@ -259,11 +259,13 @@ type sim struct {
 	nodeIters                 uint64
 	lastTrain                 int64
 	allDoneAt                 int64
-	stalled                   bool
-	stop                      bool
-	events                    uint64
-	evalEvery, nextEval       uint64
-	assertions                []AssertionResult
+	// doneHint is the node allDone found not done last (see there).
+	doneHint            int
+	stalled             bool
+	stop                bool
+	events              uint64
+	evalEvery, nextEval uint64
+	assertions          []AssertionResult
 
 	// labels is the site label each node announces, by its first member
 	// id; nil when the overlay has no sites.
@@ -610,9 +612,18 @@ func (s *sim) noteDone() {
 	}
 }
 
+// allDone starts from the node that was not done at the last call: it runs
+// after every tick and training step, and a scan from node 0 walked past
+// every node done so far, O(P) each time near the end of a run.
 func (s *sim) allDone() bool {
-	for _, n := range s.nodes {
-		if n.member() && !n.done {
+	k := len(s.nodes)
+	if s.doneHint >= k {
+		s.doneHint = 0
+	}
+	for i := range k {
+		j := (s.doneHint + i) % k
+		if n := s.nodes[j]; n.member() && !n.done {
+			s.doneHint = j
 			return false
 		}
 	}
