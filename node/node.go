@@ -64,9 +64,10 @@ type Node struct {
 	// pending holds applied-but-uncommitted updates by clock, sorted by origin.
 	pending map[uint64][]pendingUpdate
 	// work is the view with the pending updates overlaid: equal to
-	// committed except at workKeys, or anywhere when workDense.
+	// committed except on the pages workPages marks, or anywhere when
+	// workDense.
 	work      []float64
-	workKeys  []uint64
+	workPages pageSet
 	workDense bool
 
 	sampler  sampler
@@ -339,8 +340,8 @@ func (n *Node) View() []float64 {
 	return n.work
 }
 
-// resetWork makes work equal to the committed rows again. Only the keys the
-// last overlay touched are restored: copying the whole committed view at
+// resetWork makes work equal to the committed rows again. Only the pages
+// the last overlay touched are restored: copying the whole committed view at
 // every read touched every page of a large model, so each node of a testnet
 // held two dense copies of it resident (1.4 GB for four nodes and one
 // feature id of 20 million) and spent its iterations copying them.
@@ -355,24 +356,31 @@ func (n *Node) resetWork() {
 				n.work[k] = v
 			}
 		}
+		n.workPages = newPageSet(len(n.committed))
 	case n.workDense:
 		copy(n.work, n.committed)
 	default:
-		for _, k := range n.workKeys {
-			n.work[k] = n.committed[k]
+		for _, p := range n.workPages.list {
+			lo := int(p) << pageBits
+			hi := min(lo+pageLen, len(n.work))
+			copy(n.work[lo:hi], n.committed[lo:hi])
 		}
 	}
-	n.workKeys, n.workDense = n.workKeys[:0], false
+	n.workPages.clear()
+	n.workDense = false
 }
 
-// markWork records where u made work differ from the committed rows.
+// markWork records where u made work differ from the committed rows: by
+// page, so that what a node keeps of its overlays is bounded by the pages
+// they touch, not the sum of their keys (O(P) updates of the same keys at
+// a large mesh).
 func (n *Node) markWork(u codec.Sparse) {
 	if u.Dense() {
 		n.workDense = true
 		return
 	}
 	if !n.workDense {
-		n.workKeys = append(n.workKeys, u.Keys...)
+		n.workPages.addKeys(u.Keys)
 	}
 }
 

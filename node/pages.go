@@ -1,0 +1,44 @@
+package node
+
+// Pages of 64 keys are the unit in which the core tracks where a sparse
+// update touched a dense vector (the working view's overlay, the error
+// feedback residual): a node of a large mesh touches a few thousand of its
+// model's keys, clustered by feature, and a page costs one bit to mark and
+// 512 bytes to hold.
+const (
+	pageBits = 6
+	pageLen  = 1 << pageBits
+)
+
+// pageSet is a set of pages of a vector: a bitmap to test membership in
+// O(1) and the list of members in the order added, to visit them in
+// O(members).
+type pageSet struct {
+	bits []uint64
+	list []uint32
+}
+
+func newPageSet(n int) pageSet {
+	pages := (n + pageLen - 1) / pageLen
+	return pageSet{bits: make([]uint64, (pages+63)/64)}
+}
+
+// addKeys adds the pages of keys.
+func (s *pageSet) addKeys(keys []uint64) {
+	for _, k := range keys {
+		p := k >> pageBits
+		w, b := p>>6, uint64(1)<<(p&63)
+		if s.bits[w]&b == 0 {
+			s.bits[w] |= b
+			s.list = append(s.list, uint32(p))
+		}
+	}
+}
+
+// clear empties the set in O(members).
+func (s *pageSet) clear() {
+	for _, p := range s.list {
+		s.bits[p>>6] = 0
+	}
+	s.list = s.list[:0]
+}
