@@ -70,9 +70,10 @@ type Node struct {
 	workPages pageSet
 	workDense bool
 
-	sampler  sampler
-	scratch  model.Scratch
-	residual []float64
+	sampler sampler
+	scratch model.Scratch
+	// residual is what error feedback carries (nil when it is off).
+	residual *pagedVec
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
@@ -212,7 +213,7 @@ func New(cfg Config) (*Node, error) {
 		n.tracer = NoTracer{}
 	}
 	if cfg.ErrorFeedback {
-		n.residual = make([]float64, cfg.Model.NumParams())
+		n.residual = newPagedVec(cfg.Model.NumParams())
 	}
 	if cfg.Start != nil {
 		if err := n.start(cfg.Start); err != nil {
@@ -441,7 +442,7 @@ func (n *Node) withResidual(keys []uint64, delta []float64) codec.Sparse {
 	}
 	for i, d := range delta {
 		if n.residual != nil {
-			d += n.residual[keys[i]]
+			d += n.residual.get(keys[i])
 		}
 		u.Values[i] = float32(d)
 	}
