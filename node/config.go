@@ -95,6 +95,11 @@ type Config struct {
 	// one goroutine, such as a simulator's: every receiver decodes the same
 	// bytes to the same update, so P receivers need one decode, not P.
 	DecodeCache *DecodeCache
+	// SharedRows, when set, holds the committed view of the nodes driven
+	// by one goroutine, such as a simulator's: nodes that committed the
+	// same updates share one copy of it, computed once (see RowStore).
+	// Nil in production.
+	SharedRows *RowStore
 	// Start, when set, starts the node from a member's snapshot instead of
 	// a zero view at clock 0 (see Snapshot); Members may then be empty.
 	Start *Snapshot

@@ -57,6 +57,13 @@ type Node struct {
 	clock     uint64
 	vc        *VectorClock
 	committed []float64
+	// rows, with Config.SharedRows, is the shared view committed is;
+	// fold holds the updates added to the committed view since it was
+	// last read, not yet in committed, and foldKey names the view with
+	// them (see rows.go).
+	rows    *sharedRows
+	fold    []codec.Sparse
+	foldKey rowKey
 	// committedClock is the last row applied to committed.
 	committedClock uint64
 	// rowHolds are clocks the rows stop at for joiners (HoldRows).
@@ -201,7 +208,6 @@ func New(cfg Config) (*Node, error) {
 		liveList:      slices.Clone(members),
 		router:        router,
 		vc:            NewVectorClock(),
-		committed:     make([]float64, cfg.Model.NumParams()),
 		pending:       map[uint64][]pendingUpdate{},
 		outbox:        map[string][]Update{},
 		sampler:       newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
@@ -211,6 +217,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	if n.tracer == nil {
 		n.tracer = NoTracer{}
+	}
+	if cfg.SharedRows == nil || cfg.Start != nil {
+		// With shared rows and no snapshot, the store's zero view is the
+		// committed one (shareRows, below).
+		n.committed = make([]float64, cfg.Model.NumParams())
 	}
 	if cfg.ErrorFeedback {
 		n.residual = newPagedVec(cfg.Model.NumParams())
@@ -222,6 +233,9 @@ func New(cfg Config) (*Node, error) {
 		for _, id := range cfg.Start.Refused {
 			n.markRefused(id)
 		}
+	}
+	if cfg.SharedRows != nil {
+		n.shareRows(cfg.SharedRows)
 	}
 	n.index = make(map[string]int, len(n.members))
 	for i, m := range n.members {
@@ -326,7 +340,7 @@ func (n *Node) peerDown(id string) {
 func (n *Node) View() []float64 {
 	clocks := n.pendingClocks()
 	if len(clocks) == 0 || clocks[0] > n.clock {
-		return n.committed
+		return n.committedRows()
 	}
 	n.resetWork()
 	for _, c := range clocks {
@@ -347,6 +361,7 @@ func (n *Node) View() []float64 {
 // held two dense copies of it resident (1.4 GB for four nodes and one
 // feature id of 20 million) and spent its iterations copying them.
 func (n *Node) resetWork() {
+	n.committedRows()
 	switch {
 	case n.work == nil:
 		// Fresh memory is zero and stays off the resident set until
@@ -388,6 +403,16 @@ func (n *Node) markWork(u codec.Sparse) {
 // applyCommitted adds u to the committed rows, and keeps work equal to them
 // outside the keys an overlay marked.
 func (n *Node) applyCommitted(u codec.Sparse) {
+	if n.rows != nil {
+		// Added when the view is next read (foldRows); work is restored
+		// from it then, at the pages marked.
+		n.fold = append(n.fold, u)
+		n.foldKey = n.foldKey.with(n.cfg.SharedRows.digest(u))
+		if n.work != nil {
+			n.markWork(u)
+		}
+		return
+	}
 	applySparse(n.committed, u)
 	if n.work == nil {
 		return

@@ -1,0 +1,94 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/sketchmesh/sketchmesh/codec"
+)
+
+// Cores sharing a RowStore (and a DecodeCache, as the simulator's do) read
+// the views cores without one read, bit for bit, at every step of a run
+// with stragglers and staleness; most of them take a view another core
+// computed, and at the end, all holding the same rows, they hold one copy.
+func TestSharedRowsReadAsPrivateRows(t *testing.T) {
+	for _, s := range []int{0, 2} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			reads := func(cl *cluster) map[string]uint64 {
+				seen := map[string]uint64{}
+				cl.speed[cl.ids[seed%4]] = 0.3
+				cl.runToEnd(func(id string) {
+					n := cl.nodes[id]
+					seen[fmt.Sprintf("%s@%d", id, n.Clock())] = digestView(n.View(), n.Clock())
+				})
+				for _, id := range cl.ids {
+					seen[id+"@end"] = digestView(cl.nodes[id].View(), 0)
+				}
+				return seen
+			}
+			private := reads(newCluster(t, 4, s, 12, "sketchml", seed))
+			store, cache := NewRowStore(0, 64), NewDecodeCache(64)
+			shared := newClusterWith(t, 4, s, 12, "sketchml", seed, func(c *Config) {
+				store.size = c.Model.NumParams()
+				c.SharedRows, c.DecodeCache = store, cache
+			})
+			got := reads(shared)
+			if len(got) != len(private) {
+				t.Fatalf("s=%d seed %d: %d reads shared, %d private", s, seed, len(got), len(private))
+			}
+			for k, d := range private {
+				if got[k] != d {
+					t.Fatalf("s=%d seed %d: read %s: digest %x shared, %x private", s, seed, k, got[k], d)
+				}
+			}
+			if store.Taken == 0 || store.Computed == 0 {
+				t.Fatalf("s=%d seed %d: %d views computed, %d taken", s, seed, store.Computed, store.Taken)
+			}
+			first := &shared.nodes[shared.ids[0]].committedRows()[0]
+			for _, id := range shared.ids[1:] {
+				if &shared.nodes[id].committedRows()[0] != first {
+					t.Fatalf("s=%d seed %d: %s holds its own copy of the same rows", s, seed, id)
+				}
+			}
+			if len(store.byKey) != 1 {
+				t.Fatalf("s=%d seed %d: the store holds %d views at the end, want 1", s, seed, len(store.byKey))
+			}
+		}
+	}
+}
+
+// An update's digest is of its content: the same content in other arrays
+// has the same digest, any other key or value bit another; the digest of
+// an address reused after it was forgotten is of the new content.
+func TestRowStoreDigestIsOfContent(t *testing.T) {
+	s := NewRowStore(8, 1)
+	u := codec.Sparse{Keys: []uint64{1, 5}, Values: []float32{0.5, 0}}
+	d := s.digest(u)
+	same := codec.Sparse{Keys: []uint64{1, 5}, Values: []float32{0.5, 0}}
+	if s.digest(same) != d || s.digest(u) != d {
+		t.Fatal("the same content has another digest")
+	}
+	for name, v := range map[string]codec.Sparse{
+		"key":        {Keys: []uint64{1, 6}, Values: []float32{0.5, 0}},
+		"value":      {Keys: []uint64{1, 5}, Values: []float32{0.5, 1e-30}},
+		"-0":         {Keys: []uint64{1, 5}, Values: []float32{0.5, float32(math.Copysign(0, -1))}},
+		"dense":      {Values: []float32{0.5, 0}},
+		"prefix":     {Keys: []uint64{1}, Values: []float32{0.5}},
+		"empty":      {},
+		"empty keys": {Keys: []uint64{}, Values: []float32{}},
+	} {
+		if s.digest(v) == d {
+			t.Errorf("%s: same digest as another content", name)
+		}
+	}
+	// A prefix of u's arrays starts at the same address.
+	if s.digest(codec.Sparse{Keys: u.Keys[:1], Values: u.Values[:1]}) == d {
+		t.Fatal("a prefix at the same address has the whole's digest")
+	}
+	u.Values[1] = 2 // as if the address were reused after it was forgotten
+	s.digest(codec.Sparse{Keys: []uint64{3}, Values: []float32{3}})
+	if s.digest(u) == d {
+		t.Fatal("new content at a forgotten address has the old digest")
+	}
+}
