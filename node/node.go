@@ -64,6 +64,9 @@ type Node struct {
 	rows    *sharedRows
 	fold    []codec.Sparse
 	foldKey rowKey
+	// folded counts the updates added to the committed view since its
+	// start (zero or a snapshot).
+	folded uint64
 	// committedClock is the last row applied to committed.
 	committedClock uint64
 	// rowHolds are clocks the rows stop at for joiners (HoldRows).
@@ -408,8 +411,12 @@ func (n *Node) applyCommitted(u codec.Sparse) {
 		// from it then, at the pages marked.
 		n.fold = append(n.fold, u)
 		n.foldKey = n.foldKey.with(n.cfg.SharedRows.digest(u))
+		n.folded++
 		if n.work != nil {
 			n.markWork(u)
+		}
+		if n.folded%foldEvery == 0 {
+			n.foldRows()
 		}
 		return
 	}

@@ -23,6 +23,13 @@ import (
 // P cores that commit the same row, one does the additions and the others
 // take its result.
 
+// foldEvery bounds the updates a core holds unadded: a core that has not
+// read its view adds them (or takes the sum) at every foldEvery-th update
+// since its start, a point the same for every core of the same rows, so
+// that these folds are shared too. Unbounded, a core that waits at its
+// gate held a row of P updates, and the cores O(P²).
+const foldEvery = 64
+
 // RowStore holds the committed views that cores share, by key. It is not
 // safe for concurrent use: the cores sharing it run in one goroutine, as a
 // simulator's do.

@@ -12,6 +12,7 @@ import (
 // the views cores without one read, bit for bit, at every step of a run
 // with stragglers and staleness; most of them take a view another core
 // computed, and at the end, all holding the same rows, they hold one copy.
+// 36 iterations of 4 nodes add 144 updates, past two folds of foldEvery.
 func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 	for _, s := range []int{0, 2} {
 		for seed := uint64(1); seed <= 3; seed++ {
@@ -27,9 +28,9 @@ func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 				}
 				return seen
 			}
-			private := reads(newCluster(t, 4, s, 12, "sketchml", seed))
+			private := reads(newCluster(t, 4, s, 36, "sketchml", seed))
 			store, cache := NewRowStore(0, 64), NewDecodeCache(64)
-			shared := newClusterWith(t, 4, s, 12, "sketchml", seed, func(c *Config) {
+			shared := newClusterWith(t, 4, s, 36, "sketchml", seed, func(c *Config) {
 				store.size = c.Model.NumParams()
 				c.SharedRows, c.DecodeCache = store, cache
 			})
