@@ -140,7 +140,7 @@ func (n *Node) localStep() error {
 	lp := &n.local
 	if lp.inner == 0 {
 		n.observeStaleness()
-		copy(lp.model, n.View())
+		copy(lp.model, n.view())
 		n.standInForMissing(lp.model)
 	}
 	batch, err := n.nextBatch()

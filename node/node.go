@@ -358,6 +358,31 @@ func (n *Node) View() []float64 {
 	return n.work
 }
 
+// view is View for the node's own reads (a training step, an evaluation),
+// done with before any other node runs. With shared rows, the pending
+// updates are overlaid on a scratch the nodes share (RowStore.workOn):
+// a dense working view per node cost as much as its committed one.
+func (n *Node) view() []float64 {
+	if n.rows == nil {
+		return n.View()
+	}
+	clocks := n.pendingClocks()
+	if len(clocks) == 0 || clocks[0] > n.clock {
+		return n.committedRows()
+	}
+	w := n.cfg.SharedRows.workOn(n.committedRows(), n.rows)
+	for _, c := range clocks {
+		if c > n.clock {
+			break
+		}
+		for _, p := range n.pending[c] {
+			applySparse(w.vals, p.u)
+			w.mark(p.u)
+		}
+	}
+	return w.vals
+}
+
 // resetWork makes work equal to the committed rows again. Only the pages
 // the last overlay touched are restored: copying the whole committed view at
 // every read touched every page of a large model, so each node of a testnet
@@ -435,7 +460,7 @@ func (n *Node) applyCommitted(u codec.Sparse) {
 
 // Evaluate returns the model's metrics on rows at the current view.
 func (n *Node) Evaluate(rows []dataset.Row) model.Metrics {
-	return n.cfg.Model.Evaluate(n.View(), rows)
+	return n.cfg.Model.Evaluate(n.view(), rows)
 }
 
 // train is the step part of Train (see there).
@@ -447,7 +472,7 @@ func (n *Node) train() error {
 		return n.localStep()
 	}
 	n.observeStaleness()
-	view := n.View()
+	view := n.view()
 	batch, err := n.nextBatch()
 	if err != nil {
 		return fmt.Errorf("node %s: mini-batch %d: %w", n.cfg.ID, n.local.steps+1, err)

@@ -43,6 +43,8 @@ type RowStore struct {
 	digests map[*float32]updateDigest
 	fifo    []*float32
 	limit   int
+	// work is the working view of the core that read last (Node.view).
+	work workScratch
 	// Computed counts the views a core computed by adding updates, Taken
 	// those it took from another core.
 	Computed, Taken uint64
@@ -227,4 +229,48 @@ func (n *Node) committedRows() []float64 {
 		n.foldRows()
 	}
 	return n.committed
+}
+
+// workScratch is a working view: base's values with pending updates added
+// on the pages marked (or anywhere, when dense).
+type workScratch struct {
+	vals    []float64
+	base    *sharedRows
+	baseKey rowKey
+	pages   pageSet
+	dense   bool
+}
+
+// workOn returns the scratch set to committed, the values of rows: only
+// the pages the last overlay marked are restored when the last read was of
+// the same rows, as it is for the cores of a mesh in step.
+func (s *RowStore) workOn(committed []float64, rows *sharedRows) *workScratch {
+	w := &s.work
+	switch {
+	case w.vals == nil:
+		w.vals = slices.Clone(committed)
+		w.pages = newPageSet(len(committed))
+	case w.dense || w.base != rows || w.baseKey != rows.key:
+		copy(w.vals, committed)
+	default:
+		for _, p := range w.pages.list {
+			lo := int(p) << pageBits
+			hi := min(lo+pageLen, len(w.vals))
+			copy(w.vals[lo:hi], committed[lo:hi])
+		}
+	}
+	w.pages.clear()
+	w.base, w.baseKey, w.dense = rows, rows.key, false
+	return w
+}
+
+// mark records where u made the scratch differ from its base.
+func (w *workScratch) mark(u codec.Sparse) {
+	if u.Dense() {
+		w.dense = true
+		return
+	}
+	if !w.dense {
+		w.pages.addKeys(u.Keys)
+	}
 }

@@ -12,6 +12,7 @@ import (
 // the views cores without one read, bit for bit, at every step of a run
 // with stragglers and staleness; most of them take a view another core
 // computed, and at the end, all holding the same rows, they hold one copy.
+// Their own reads (training) overlay the pending updates on one scratch.
 // 36 iterations of 4 nodes add 144 updates, past two folds of foldEvery.
 func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 	for _, s := range []int{0, 2} {
@@ -22,6 +23,7 @@ func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 				cl.runToEnd(func(id string) {
 					n := cl.nodes[id]
 					seen[fmt.Sprintf("%s@%d", id, n.Clock())] = digestView(n.View(), n.Clock())
+					seen[fmt.Sprintf("%s@%d own", id, n.Clock())] = digestView(n.view(), n.Clock())
 				})
 				for _, id := range cl.ids {
 					seen[id+"@end"] = digestView(cl.nodes[id].View(), 0)
@@ -54,6 +56,22 @@ func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 			}
 			if len(store.byKey) != 1 {
 				t.Fatalf("s=%d seed %d: the store holds %d views at the end, want 1", s, seed, len(store.byKey))
+			}
+			// Training alone reads the shared scratch: no node holds a
+			// working view of its own.
+			store, cache = NewRowStore(0, 64), NewDecodeCache(64)
+			alone := newClusterWith(t, 4, s, 36, "sketchml", seed, func(c *Config) {
+				store.size = c.Model.NumParams()
+				c.SharedRows, c.DecodeCache = store, cache
+			})
+			alone.runToEnd(nil)
+			for _, id := range alone.ids {
+				if alone.nodes[id].work != nil {
+					t.Fatalf("s=%d seed %d: %s holds a working view of its own", s, seed, id)
+				}
+			}
+			if s > 0 && store.work.vals == nil { // at s = 0 every read is of the committed rows
+				t.Fatalf("s=%d seed %d: no read used the shared scratch", s, seed)
 			}
 		}
 	}
