@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 
@@ -162,8 +163,10 @@ type decoded struct {
 	u      codec.Sparse
 	reason RejectReason
 	// frame is a copy of the frame that the nodes keeping it for
-	// retransmission share, instead of a copy each (keepFrame).
+	// retransmission share, instead of a copy each (Node.keep), and kept
+	// their entry for it, made by the first.
 	frame []byte
+	kept  *keptUpdate
 }
 
 // NewDecodeCache returns a cache of the last limit distinct frames.
@@ -174,6 +177,24 @@ func NewDecodeCache(limit int) *DecodeCache {
 func (c *DecodeCache) get(frame []byte) (decoded, bool) {
 	d, ok := c.entries[string(frame)]
 	return d, ok
+}
+
+// kept returns the entry the nodes keep for frame as an update of clock
+// with signature sig, or nil when the cache does not hold frame.
+func (c *DecodeCache) kept(clock uint64, frame, sig []byte) *keptUpdate {
+	d, ok := c.entries[string(frame)]
+	if !ok {
+		return nil
+	}
+	if k := d.kept; k != nil && k.clock == clock && bytes.Equal(k.sig, sig) {
+		return k
+	}
+	k := &keptUpdate{clock: clock, frame: d.frame, sig: slices.Clone(sig)}
+	if d.kept == nil {
+		d.kept = k
+		c.entries[string(frame)] = d
+	}
+	return k
 }
 
 func (c *DecodeCache) put(frame []byte, d decoded) {
