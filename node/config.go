@@ -101,6 +101,10 @@ type Config struct {
 	// same updates share one copy of it, computed once (see RowStore).
 	// Nil in production.
 	SharedRows *RowStore
+	// Scratch, when set, is the gradient's scratch (model.Scratch), which
+	// nodes driven by one goroutine may share: a node is done with it when
+	// its training step returns. Nil gives the node its own.
+	Scratch *model.Scratch
 	// Start, when set, starts the node from a member's snapshot instead of
 	// a zero view at clock 0 (see Snapshot); Members may then be empty.
 	Start *Snapshot

@@ -147,7 +147,7 @@ func (n *Node) localStep() error {
 	if err != nil {
 		return fmt.Errorf("node %s: mini-batch %d: %w", n.cfg.ID, lp.steps+1, err)
 	}
-	g, loss := n.cfg.Model.Gradient(lp.model, batch, &n.scratch)
+	g, loss := n.cfg.Model.Gradient(lp.model, batch, n.scratch)
 	delta := n.cfg.Optimizer.Update(g, 1)
 	for i, k := range g.Keys {
 		lp.model[k] += delta[i]

@@ -81,7 +81,8 @@ type Node struct {
 	workDense bool
 
 	sampler sampler
-	scratch model.Scratch
+	// scratch is Config.Scratch, or the node's own.
+	scratch *model.Scratch
 	// residual is what error feedback carries (nil when it is off).
 	residual *pagedVec
 	// factorAcc is reused by every factor frame this node rebuilds.
@@ -220,6 +221,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if n.tracer == nil {
 		n.tracer = NoTracer{}
+	}
+	if n.scratch = cfg.Scratch; n.scratch == nil {
+		n.scratch = new(model.Scratch)
 	}
 	if cfg.SharedRows == nil || cfg.Start != nil {
 		// With shared rows and no snapshot, the store's zero view is the
@@ -477,7 +481,7 @@ func (n *Node) train() error {
 	if err != nil {
 		return fmt.Errorf("node %s: mini-batch %d: %w", n.cfg.ID, n.local.steps+1, err)
 	}
-	g, loss := n.cfg.Model.Gradient(view, batch, &n.scratch)
+	g, loss := n.cfg.Model.Gradient(view, batch, n.scratch)
 	delta := n.cfg.Optimizer.Update(g, n.stepScale())
 	if n.local.momentum != nil || n.local.rate != 1 {
 		delta = n.outerStep(g.Keys, slices.Clone(delta))

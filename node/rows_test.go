@@ -6,14 +6,16 @@ import (
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/model"
 )
 
-// Cores sharing a RowStore (and a DecodeCache, as the simulator's do) read
-// the views cores without one read, bit for bit, at every step of a run
-// with stragglers and staleness; most of them take a view another core
-// computed, and at the end, all holding the same rows, they hold one copy.
-// Their own reads (training) overlay the pending updates on one scratch.
-// 36 iterations of 4 nodes add 144 updates, past two folds of foldEvery.
+// Cores sharing a RowStore (and a DecodeCache and a gradient scratch, as
+// the simulator's do) read the views cores without them read, bit for bit,
+// at every step of a run with stragglers and staleness; most of them take
+// a view another core computed, and at the end, all holding the same rows,
+// they hold one copy. Their own reads (training) overlay the pending
+// updates on one scratch. 36 iterations of 4 nodes add 144 updates, past
+// two folds of foldEvery.
 func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 	for _, s := range []int{0, 2} {
 		for seed := uint64(1); seed <= 3; seed++ {
@@ -31,10 +33,10 @@ func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 				return seen
 			}
 			private := reads(newCluster(t, 4, s, 36, "sketchml", seed))
-			store, cache := NewRowStore(0, 64), NewDecodeCache(64)
+			store, cache, scratch := NewRowStore(0, 64), NewDecodeCache(64), new(model.Scratch)
 			shared := newClusterWith(t, 4, s, 36, "sketchml", seed, func(c *Config) {
 				store.size = c.Model.NumParams()
-				c.SharedRows, c.DecodeCache = store, cache
+				c.SharedRows, c.DecodeCache, c.Scratch = store, cache, scratch
 			})
 			got := reads(shared)
 			if len(got) != len(private) {

@@ -222,6 +222,7 @@ type sim struct {
 	cdc      codec.Codec
 	cache    *node.DecodeCache
 	rows     *node.RowStore
+	scratch  model.Scratch
 	shuffled *dataset.Dataset
 	// routers holds the overlays of the live sets nodes have, keyed by
 	// the set and its site labels.
@@ -388,6 +389,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		OverlayBuilt:  s.keepOverlay,
 		DecodeCache:   s.cache,
 		SharedRows:    s.rows,
+		Scratch:       &s.scratch,
 		Start:         start,
 		Admission:     admission,
 		Tracer:        &s.rejected,
