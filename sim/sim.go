@@ -332,8 +332,10 @@ func newSim(cfg Config) (*sim, error) {
 	// cache turns P² decodes an iteration into P. It holds the frames of
 	// the iterations that can be in flight at once.
 	s.cache = node.NewDecodeCache(p * (cfg.Staleness + 3))
-	// Cores that committed the same updates share one committed view.
-	s.rows = node.NewRowStore(s.mdl.NumParams(), 2*p*(cfg.Staleness+3))
+	// Cores that committed the same updates share one committed view; the
+	// store remembers the digests of the updates the cache holds, which
+	// are those the cores add to their rows but for late ones.
+	s.rows = node.NewRowStore(s.mdl.NumParams(), p*(cfg.Staleness+3))
 	for i := range cfg.Nodes {
 		s.nodes = append(s.nodes, &simNode{idx: i, id: s.ids[i], site: i % cfg.WAN.Sites, alive: true, slow: 1})
 	}
