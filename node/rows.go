@@ -223,6 +223,19 @@ func (n *Node) addFold(vals []float64) {
 	}
 }
 
+// DropSharedRows gives back the node's hold on the committed view it shares
+// (Config.SharedRows), for a driver that drops the node: else the store
+// keeps the view for it. The node must not be used afterwards.
+func (n *Node) DropSharedRows() {
+	if n.rows == nil {
+		return
+	}
+	n.cfg.SharedRows.release(n.rows)
+	n.rows, n.committed = nil, nil
+	clear(n.fold)
+	n.fold = nil
+}
+
 // committedRows returns the committed view, brought up to date.
 func (n *Node) committedRows() []float64 {
 	if n.rows != nil {

@@ -59,6 +59,13 @@ func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 			if len(store.byKey) != 1 {
 				t.Fatalf("s=%d seed %d: the store holds %d views at the end, want 1", s, seed, len(store.byKey))
 			}
+			// Dropped nodes leave nothing held in the store.
+			for i, id := range shared.ids {
+				shared.nodes[id].DropSharedRows()
+				if left := len(store.byKey); (i < len(shared.ids)-1) != (left == 1) {
+					t.Fatalf("s=%d seed %d: %d views held after %d of %d nodes dropped", s, seed, left, i+1, len(shared.ids))
+				}
+			}
 			// Training alone reads the shared scratch: no node holds a
 			// working view of its own.
 			store, cache = NewRowStore(0, 64), NewDecodeCache(64)
