@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 
@@ -95,6 +96,15 @@ type Config struct {
 	// one goroutine, such as a simulator's: every receiver decodes the same
 	// bytes to the same update, so P receivers need one decode, not P.
 	DecodeCache *DecodeCache
+	// SharedRows, when set, holds the committed view of the nodes driven
+	// by one goroutine, such as a simulator's: nodes that committed the
+	// same updates share one copy of it, computed once (see RowStore).
+	// Nil in production.
+	SharedRows *RowStore
+	// Scratch, when set, is the gradient's scratch (model.Scratch), which
+	// nodes driven by one goroutine may share: a node is done with it when
+	// its training step returns. Nil gives the node its own.
+	Scratch *model.Scratch
 	// Start, when set, starts the node from a member's snapshot instead of
 	// a zero view at clock 0 (see Snapshot); Members may then be empty.
 	Start *Snapshot
@@ -157,8 +167,10 @@ type decoded struct {
 	u      codec.Sparse
 	reason RejectReason
 	// frame is a copy of the frame that the nodes keeping it for
-	// retransmission share, instead of a copy each (keepFrame).
+	// retransmission share, instead of a copy each (Node.keep), and kept
+	// their entry for it, made by the first.
 	frame []byte
+	kept  *keptUpdate
 }
 
 // NewDecodeCache returns a cache of the last limit distinct frames.
@@ -169,6 +181,24 @@ func NewDecodeCache(limit int) *DecodeCache {
 func (c *DecodeCache) get(frame []byte) (decoded, bool) {
 	d, ok := c.entries[string(frame)]
 	return d, ok
+}
+
+// kept returns the entry the nodes keep for frame as an update of clock
+// with signature sig, or nil when the cache does not hold frame.
+func (c *DecodeCache) kept(clock uint64, frame, sig []byte) *keptUpdate {
+	d, ok := c.entries[string(frame)]
+	if !ok {
+		return nil
+	}
+	if k := d.kept; k != nil && k.clock == clock && bytes.Equal(k.sig, sig) {
+		return k
+	}
+	k := &keptUpdate{clock: clock, frame: d.frame, sig: slices.Clone(sig)}
+	if d.kept == nil {
+		d.kept = k
+		c.entries[string(frame)] = d
+	}
+	return k
 }
 
 func (c *DecodeCache) put(frame []byte, d decoded) {

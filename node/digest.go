@@ -84,7 +84,7 @@ func (n *Node) recordDigest(c uint64) {
 	if len(n.digests) >= n.digestKeep {
 		n.digests = slices.Delete(n.digests, 0, len(n.digests)-n.digestKeep+1)
 	}
-	n.digests = append(n.digests, ViewDigest{Clock: c, Sum: digestView(n.committed, c)})
+	n.digests = append(n.digests, ViewDigest{Clock: c, Sum: digestView(n.committedRows(), c)})
 }
 
 // LatestDigest returns the digest of the newest row the node hashed; its

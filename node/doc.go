@@ -63,7 +63,10 @@
 //
 // Since committed rows are a function of the updates they hold, members
 // compare digests of them in anti-entropy and report replicas that have
-// drifted apart (see digest.go).
+// drifted apart (see digest.go). For the same reason the cores of a
+// simulator share them (Config.SharedRows, rows.go): cores that added the
+// same updates hold one copy of the committed view, computed once, and
+// overlay their pending updates on one working view.
 //
 // # Clocks and staleness (SSP)
 //
@@ -132,5 +135,8 @@
 // the rejection reasons; batch.go the mini-batch sampler. The membership
 // protocol is in liveness.go, admission.go, announce.go, membership.go and
 // catchup.go; the driver feeds the core through Receive and Ready
-// (sync.go) and Tick (liveness.go).
+// (sync.go) and Tick (liveness.go). pages.go holds the 64-key pages in
+// which the working view's overlay and the error feedback residual are
+// tracked; rows.go the committed views shared between a simulator's
+// cores.
 package node

@@ -40,6 +40,12 @@ func testData(t testing.TB) *dataset.Dataset {
 
 func newCluster(t *testing.T, p, staleness int, iterations uint64, cdc string, seed uint64) *cluster {
 	t.Helper()
+	return newClusterWith(t, p, staleness, iterations, cdc, seed, nil)
+}
+
+// newClusterWith is newCluster with tweak applied to each node's Config.
+func newClusterWith(t *testing.T, p, staleness int, iterations uint64, cdc string, seed uint64, tweak func(*Config)) *cluster {
+	t.Helper()
 	train := testData(t)
 	mdl, err := model.New(model.Config{Kind: model.LogisticRegression, MaxFeature: train.MaxFeature, L2: 1e-4})
 	if err != nil {
@@ -58,11 +64,15 @@ func newCluster(t *testing.T, p, staleness int, iterations uint64, cdc string, s
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := New(Config{
+		nc := Config{
 			ID: id, Members: cl.ids, Model: mdl, Optimizer: opt, Codec: c,
 			Staleness: staleness, Iterations: iterations, BatchSize: 10, Seed: 3,
 			Shard: train.Shard(i, p).Rows,
-		})
+		}
+		if tweak != nil {
+			tweak(&nc)
+		}
+		n, err := New(nc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,5 +55,9 @@ func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
 		if same := &b[0] == &c[0]; same != shared {
 			t.Errorf("%s: b and c keep one array: %v", label, same)
 		}
+		entry := func(id string) *keptUpdate { return nodes[id].logs[nodes[id].index["a"]][0].keptUpdate }
+		if same := entry("b") == entry("c") && entry("a") == entry("b"); same != shared {
+			t.Errorf("%s: a, b and c keep one entry: %v", label, same)
+		}
 	}
 }

@@ -140,14 +140,14 @@ func (n *Node) localStep() error {
 	lp := &n.local
 	if lp.inner == 0 {
 		n.observeStaleness()
-		copy(lp.model, n.View())
+		copy(lp.model, n.view())
 		n.standInForMissing(lp.model)
 	}
 	batch, err := n.nextBatch()
 	if err != nil {
 		return fmt.Errorf("node %s: mini-batch %d: %w", n.cfg.ID, lp.steps+1, err)
 	}
-	g, loss := n.cfg.Model.Gradient(lp.model, batch, &n.scratch)
+	g, loss := n.cfg.Model.Gradient(lp.model, batch, n.scratch)
 	delta := n.cfg.Optimizer.Update(g, 1)
 	for i, k := range g.Keys {
 		lp.model[k] += delta[i]
@@ -268,10 +268,10 @@ func (n *Node) exchange(view []float64, batch []dataset.Row, intended codec.Spar
 	}
 	if n.residual != nil {
 		for i, k := range intended.Keys {
-			n.residual[k] = float64(intended.Values[i])
+			*n.residual.at(k) = float64(intended.Values[i])
 		}
 		for i, k := range decoded.Keys {
-			n.residual[k] -= float64(decoded.Values[i])
+			*n.residual.at(k) -= float64(decoded.Values[i])
 		}
 	}
 	n.clock = t

@@ -32,7 +32,7 @@ import (
 // with their entries, without the frames above them: what a checkpoint
 // keeps, and the base of a joiner's Snapshot.
 func (n *Node) Rows() Snapshot {
-	s := Snapshot{Clock: n.committedClock, View: slices.Clone(n.committed)}
+	s := Snapshot{Clock: n.committedClock, View: slices.Clone(n.committedRows())}
 	for _, m := range n.members {
 		if held, forGood := n.acrossGapHold(m); held {
 			// None of its updates is in a row here, and none may ever be

@@ -63,6 +63,16 @@ type Node struct {
 	clock     uint64
 	vc        *VectorClock
 	committed []float64
+	// rows, with Config.SharedRows, is the shared view committed is;
+	// fold holds the updates added to the committed view since it was
+	// last read, not yet in committed, and foldKey names the view with
+	// them (see rows.go).
+	rows    *sharedRows
+	fold    []codec.Sparse
+	foldKey rowKey
+	// folded counts the updates added to the committed view since its
+	// start (zero or a snapshot).
+	folded uint64
 	// committedClock is the last row applied to committed.
 	committedClock uint64
 	// rowHolds are clocks the rows stop at for joiners (HoldRows).
@@ -73,14 +83,17 @@ type Node struct {
 	pending         map[uint64][]pendingUpdate
 	pendingUnsorted map[uint64]bool
 	// work is the view with the pending updates overlaid: equal to
-	// committed except at workKeys, or anywhere when workDense.
+	// committed except on the pages workPages marks, or anywhere when
+	// workDense.
 	work      []float64
-	workKeys  []uint64
+	workPages pageSet
 	workDense bool
 
-	sampler  sampler
-	scratch  model.Scratch
-	residual []float64
+	sampler sampler
+	// scratch is Config.Scratch, or the node's own.
+	scratch *model.Scratch
+	// residual is what error feedback carries (nil when it is off).
+	residual *pagedVec
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
@@ -214,7 +227,6 @@ func New(cfg Config) (*Node, error) {
 		liveList:      slices.Clone(members),
 		router:        router,
 		vc:            NewVectorClock(),
-		committed:     make([]float64, cfg.Model.NumParams()),
 		pending:       map[uint64][]pendingUpdate{},
 		outbox:        map[string][]Update{},
 		sampler:       newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
@@ -229,8 +241,16 @@ func New(cfg Config) (*Node, error) {
 		n.memberSlots = append(n.memberSlots, n.vc.intern(m))
 	}
 	n.liveSlots = slices.Clone(n.memberSlots) // every member starts live
+	if n.scratch = cfg.Scratch; n.scratch == nil {
+		n.scratch = new(model.Scratch)
+	}
+	if cfg.SharedRows == nil || cfg.Start != nil {
+		// With shared rows and no snapshot, the store's zero view is the
+		// committed one (shareRows, below).
+		n.committed = make([]float64, cfg.Model.NumParams())
+	}
 	if cfg.ErrorFeedback {
-		n.residual = make([]float64, cfg.Model.NumParams())
+		n.residual = newPagedVec(cfg.Model.NumParams())
 	}
 	if cfg.Start != nil {
 		if err := n.start(cfg.Start); err != nil {
@@ -239,6 +259,9 @@ func New(cfg Config) (*Node, error) {
 		for _, id := range cfg.Start.Refused {
 			n.markRefused(id)
 		}
+	}
+	if cfg.SharedRows != nil {
+		n.shareRows(cfg.SharedRows)
 	}
 	n.index = make(map[string]int, len(n.members))
 	for _, m := range n.members {
@@ -344,7 +367,7 @@ func (n *Node) peerDown(id string) {
 func (n *Node) View() []float64 {
 	clocks := n.pendingClocks()
 	if len(clocks) == 0 || clocks[0] > n.clock {
-		return n.committed
+		return n.committedRows()
 	}
 	n.resetWork()
 	for _, c := range clocks {
@@ -359,12 +382,38 @@ func (n *Node) View() []float64 {
 	return n.work
 }
 
-// resetWork makes work equal to the committed rows again. Only the keys the
-// last overlay touched are restored: copying the whole committed view at
+// view is View for the node's own reads (a training step, an evaluation),
+// done with before any other node runs. With shared rows, the pending
+// updates are overlaid on a scratch the nodes share (RowStore.workOn):
+// a dense working view per node cost as much as its committed one.
+func (n *Node) view() []float64 {
+	if n.rows == nil {
+		return n.View()
+	}
+	clocks := n.pendingClocks()
+	if len(clocks) == 0 || clocks[0] > n.clock {
+		return n.committedRows()
+	}
+	w := n.cfg.SharedRows.workOn(n.committedRows(), n.rows)
+	for _, c := range clocks {
+		if c > n.clock {
+			break
+		}
+		for _, p := range n.pending[c] {
+			applySparse(w.vals, p.u)
+			w.mark(p.u)
+		}
+	}
+	return w.vals
+}
+
+// resetWork makes work equal to the committed rows again. Only the pages
+// the last overlay touched are restored: copying the whole committed view at
 // every read touched every page of a large model, so each node of a testnet
 // held two dense copies of it resident (1.4 GB for four nodes and one
 // feature id of 20 million) and spent its iterations copying them.
 func (n *Node) resetWork() {
+	n.committedRows()
 	switch {
 	case n.work == nil:
 		// Fresh memory is zero and stays off the resident set until
@@ -375,30 +424,51 @@ func (n *Node) resetWork() {
 				n.work[k] = v
 			}
 		}
+		n.workPages = newPageSet(len(n.committed))
 	case n.workDense:
 		copy(n.work, n.committed)
 	default:
-		for _, k := range n.workKeys {
-			n.work[k] = n.committed[k]
+		for _, p := range n.workPages.list {
+			lo := int(p) << pageBits
+			hi := min(lo+pageLen, len(n.work))
+			copy(n.work[lo:hi], n.committed[lo:hi])
 		}
 	}
-	n.workKeys, n.workDense = n.workKeys[:0], false
+	n.workPages.clear()
+	n.workDense = false
 }
 
-// markWork records where u made work differ from the committed rows.
+// markWork records where u made work differ from the committed rows: by
+// page, so that what a node keeps of its overlays is bounded by the pages
+// they touch, not the sum of their keys (O(P) updates of the same keys at
+// a large mesh).
 func (n *Node) markWork(u codec.Sparse) {
 	if u.Dense() {
 		n.workDense = true
 		return
 	}
 	if !n.workDense {
-		n.workKeys = append(n.workKeys, u.Keys...)
+		n.workPages.addKeys(u.Keys)
 	}
 }
 
 // applyCommitted adds u to the committed rows, and keeps work equal to them
 // outside the keys an overlay marked.
 func (n *Node) applyCommitted(u codec.Sparse) {
+	if n.rows != nil {
+		// Added when the view is next read (foldRows); work is restored
+		// from it then, at the pages marked.
+		n.fold = append(n.fold, u)
+		n.foldKey = n.foldKey.with(n.cfg.SharedRows.digest(u))
+		n.folded++
+		if n.work != nil {
+			n.markWork(u)
+		}
+		if n.folded%foldEvery == 0 {
+			n.foldRows()
+		}
+		return
+	}
 	applySparse(n.committed, u)
 	if n.work == nil {
 		return
@@ -414,7 +484,7 @@ func (n *Node) applyCommitted(u codec.Sparse) {
 
 // Evaluate returns the model's metrics on rows at the current view.
 func (n *Node) Evaluate(rows []dataset.Row) model.Metrics {
-	return n.cfg.Model.Evaluate(n.View(), rows)
+	return n.cfg.Model.Evaluate(n.view(), rows)
 }
 
 // train is the step part of Train (see there).
@@ -426,12 +496,12 @@ func (n *Node) train() error {
 		return n.localStep()
 	}
 	n.observeStaleness()
-	view := n.View()
+	view := n.view()
 	batch, err := n.nextBatch()
 	if err != nil {
 		return fmt.Errorf("node %s: mini-batch %d: %w", n.cfg.ID, n.local.steps+1, err)
 	}
-	g, loss := n.cfg.Model.Gradient(view, batch, &n.scratch)
+	g, loss := n.cfg.Model.Gradient(view, batch, n.scratch)
 	delta := n.cfg.Optimizer.Update(g, n.stepScale())
 	if n.local.momentum != nil || n.local.rate != 1 {
 		delta = n.outerStep(g.Keys, slices.Clone(delta))
@@ -453,7 +523,7 @@ func (n *Node) withResidual(keys []uint64, delta []float64) codec.Sparse {
 	}
 	for i, d := range delta {
 		if n.residual != nil {
-			d += n.residual[keys[i]]
+			d += n.residual.get(keys[i])
 		}
 		u.Values[i] = float32(d)
 	}

@@ -112,7 +112,7 @@ func (n *Node) rank(intended codec.Sparse) []int {
 		return order
 	}
 	score := make([]float64, len(order))
-	view := n.View()
+	view := n.view()
 	for i, v := range intended.Values {
 		score[i] = math.Abs(float64(v))
 		if n.cfg.Priority == PriorityRelative {

@@ -288,8 +288,13 @@ type SyncStats struct {
 	DivergedAt      uint64
 }
 
-// retained is one kept frame.
-type retained struct {
+// retained is one kept frame. It is a pointer, 8 bytes in a log, so that
+// the nodes sharing a decode cache, which keep the same frames of the same
+// members, share one entry per frame (keep): in a simulator the logs were
+// O(P) entries per core, of 56 bytes each.
+type retained struct{ *keptUpdate }
+
+type keptUpdate struct {
 	clock uint64
 	frame []byte
 	sig   []byte // the origin's signature, resent with the frame
@@ -428,7 +433,7 @@ func (n *Node) Receive(from string, data []byte) {
 		if repeated(updates, n.fresh, k) {
 			continue
 		}
-		n.retainAt(q, u.Origin, u.Clock, n.keepFrame(u.Frame), slices.Clone(u.Sig))
+		n.retainAt(q, u.Origin, n.keep(u.Clock, u.Frame, u.Sig))
 	}
 	// A member's own updates applied are a sign of life; what it passes on
 	// of others' is not (an honest relay says hello anyway), nor are
@@ -441,16 +446,16 @@ func (n *Node) Receive(from string, data []byte) {
 	n.noteGate()
 }
 
-// keepFrame returns a copy of frame to keep: the decode cache's, which
-// every node sharing the cache keeps alike, when it has the frame. Kept
-// frames are only read.
-func (n *Node) keepFrame(frame []byte) []byte {
+// keep returns the entry to keep for a frame of clock with its signature:
+// the decode cache's, which every node sharing the cache keeps alike, when
+// it has the frame, else one of copies. Kept entries are only read.
+func (n *Node) keep(clock uint64, frame, sig []byte) retained {
 	if c := n.cfg.DecodeCache; c != nil {
-		if d, ok := c.get(frame); ok {
-			return d.frame
+		if k := c.kept(clock, frame, sig); k != nil {
+			return retained{k}
 		}
 	}
-	return slices.Clone(frame)
+	return retained{&keptUpdate{clock: clock, frame: slices.Clone(frame), sig: slices.Clone(sig)}}
 }
 
 // repeated reports whether the update at fresh[k] occurs more than once in
@@ -484,7 +489,13 @@ func (n *Node) Train() error {
 		return nil // a local step: nothing to send yet
 	}
 	u := n.lastOwn
-	n.retain(u.Origin, u.Clock, u.Frame, u.Sig)
+	r := retained{&keptUpdate{clock: u.Clock, frame: u.Frame, sig: u.Sig}}
+	if c := n.cfg.DecodeCache; c != nil {
+		if k := c.kept(u.Clock, u.Frame, u.Sig); k != nil {
+			r = retained{k}
+		}
+	}
+	n.retain(u.Origin, r)
 	return nil
 }
 
@@ -500,29 +511,30 @@ func (n *Node) HasReady() bool {
 	return n.hasReady() || len(p.bcast) > 0 || len(p.direct) > 0 || len(p.events) > 0
 }
 
-// retain keeps frame as origin's update of clock and drops what the
+// retain keeps r as origin's update of its clock and drops what the
 // retention rules no longer require.
-func (n *Node) retain(origin string, clock uint64, frame, sig []byte) {
-	n.retainAt(n.memberSlot(origin), origin, clock, frame, sig)
+func (n *Node) retain(origin string, r retained) {
+	n.retainAt(n.memberSlot(origin), origin, r)
 }
 
 // retainAt is retain for the origin of member slot i (memberSlot).
-func (n *Node) retainAt(i int, origin string, clock uint64, frame, sig []byte) {
+func (n *Node) retainAt(i int, origin string, r retained) {
+	clock := r.clock
 	if i < 0 {
 		return
 	}
 	log := n.logs[i]
 	// Frames mostly come in clock order: append without a search.
 	if len(log) == 0 || log[len(log)-1].clock < clock {
-		log = append(log, retained{clock: clock, frame: frame, sig: sig})
+		log = append(log, r)
 	} else {
 		j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
 		if found {
 			return
 		}
-		log = slices.Insert(log, j, retained{clock: clock, frame: frame, sig: sig})
+		log = slices.Insert(log, j, r)
 	}
-	n.bytes += len(frame)
+	n.bytes += len(r.frame)
 	n.count++
 	drop := 0
 	newest := log[len(log)-1].clock

@@ -49,6 +49,22 @@ func TestViewOverlayMatchesFreshCopy(t *testing.T) {
 				t.Fatalf("%s at clock %d: view[%d] = %v, fresh copy %v", id, n.Clock(), k, got[k], want[k])
 			}
 		}
+		// What the overlay keeps is its distinct pages, however many
+		// updates share them.
+		pages := map[uint64]bool{}
+		for _, c := range n.pendingClocks() {
+			if c > n.clock {
+				break
+			}
+			for _, p := range n.pending[c] {
+				for _, k := range p.u.Keys {
+					pages[k>>pageBits] = true
+				}
+			}
+		}
+		if len(pages) > 0 && len(n.workPages.list) != len(pages) {
+			t.Fatalf("%s at clock %d: %d pages marked, the overlay touches %d", id, n.Clock(), len(n.workPages.list), len(pages))
+		}
 	}
 	cl.runToEnd(func(id string) {
 		for _, other := range cl.ids {

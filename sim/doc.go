@@ -13,7 +13,9 @@
 // overlay (netmodel.Router). It imports no libp2p (TestNoLibp2p).
 //
 //   - config.go: the configuration, its defaults and their checks.
-//   - sim.go: building the nodes and the run loop.
+//   - sim.go: building the nodes and the run loop. The cores share what
+//     is the same between them: a decode cache, the committed views of
+//     the same rows (node.RowStore) and a gradient scratch.
 //   - overlay.go: the overlays the cores route over, built once per input.
 //   - members.go: joins, rejoins by snapshot, leaves and stops.
 //   - queue.go: the event queue and the trace hash.

@@ -83,6 +83,7 @@ func (s *sim) rejoin(n *simNode) bool {
 	n.incarnation++
 	s.retiredCompared += n.core.SyncStats().DigestsCompared
 	s.retired = append(s.retired, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
+	n.core.DropSharedRows()
 	n.core, n.id = core, id
 	s.index[id] = int32(n.idx)
 	n.computing, n.done, n.flushArmed, n.declaredDead = false, false, false, nil

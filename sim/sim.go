@@ -221,6 +221,8 @@ type sim struct {
 	mdl      *model.Model
 	cdc      codec.Codec
 	cache    *node.DecodeCache
+	rows     *node.RowStore
+	scratch  model.Scratch
 	shuffled *dataset.Dataset
 	// routers holds the overlays of the live sets nodes have, keyed by
 	// the set and its site labels.
@@ -332,6 +334,10 @@ func newSim(cfg Config) (*sim, error) {
 	// cache turns P² decodes an iteration into P. It holds the frames of
 	// the iterations that can be in flight at once.
 	s.cache = node.NewDecodeCache(p * (cfg.Staleness + 3))
+	// Cores that committed the same updates share one committed view; the
+	// store remembers the digests of the updates the cache holds, which
+	// are those the cores add to their rows but for late ones.
+	s.rows = node.NewRowStore(s.mdl.NumParams(), p*(cfg.Staleness+3))
 	for i := range cfg.Nodes {
 		s.nodes = append(s.nodes, &simNode{idx: i, id: s.ids[i], site: i % cfg.WAN.Sites, alive: true, slow: 1})
 	}
@@ -386,6 +392,8 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		OverlayByKey:  s.keyedOverlay,
 		OverlayBuilt:  s.keepOverlay,
 		DecodeCache:   s.cache,
+		SharedRows:    s.rows,
+		Scratch:       &s.scratch,
 		Start:         start,
 		Admission:     admission,
 		Tracer:        &s.rejected,
