@@ -27,8 +27,9 @@ const (
 	fnvPrime64  = 1099511628211
 )
 
-// fmix64 is MurmurHash3's finalizer.
-func fmix64(h uint64) uint64 {
+// Mix64 is MurmurHash3's 64-bit finalizer (fmix64): every input bit
+// reaches every output bit.
+func Mix64(h uint64) uint64 {
 	h ^= h >> 33
 	h *= 0xff51afd7ed558ccd
 	h ^= h >> 33
@@ -44,7 +45,7 @@ func Hash64(b []byte) uint64 {
 		h ^= uint64(c)
 		h *= fnvPrime64
 	}
-	return fmix64(h)
+	return Mix64(h)
 }
 
 // hashString is Hash64 of s's bytes, without converting s to a slice.
@@ -54,7 +55,7 @@ func hashString(s string) uint64 {
 		h ^= uint64(s[i])
 		h *= fnvPrime64
 	}
-	return fmix64(h)
+	return Mix64(h)
 }
 
 // bucket maps a hash to a key in 1..2^bits.

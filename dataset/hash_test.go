@@ -23,8 +23,8 @@ func TestHashIsPinned(t *testing.T) {
 		// The first stage is the standard FNV-1a.
 		h := fnv.New64a()
 		h.Write([]byte(c.in))
-		if got := fmix64(h.Sum64()); got != c.want {
-			t.Errorf("fmix64(FNV-1a(%q)) = %#x, want %#x", c.in, got, c.want)
+		if got := Mix64(h.Sum64()); got != c.want {
+			t.Errorf("Mix64(FNV-1a(%q)) = %#x, want %#x", c.in, got, c.want)
 		}
 		if got := HashString(c.in, 18); got != 1+c.want>>46 {
 			t.Errorf("HashString(%q, 18) = %d", c.in, got)

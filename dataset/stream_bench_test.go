@@ -49,7 +49,7 @@ func writeClickFile(tb testing.TB, path string, size int64) {
 			// a few values of each column are frequent, most rare.
 			u := rng.Float64()
 			v := uint64(u*u*vocabulary) + uint64(c)*vocabulary
-			id := fmix64(v + 0x9e3779b97f4a7c15)
+			id := Mix64(v + 0x9e3779b97f4a7c15)
 			ids = append(ids, id)
 			margin += float64(int64(id%2001)-1000) / 1000 * 0.3
 		}

@@ -164,7 +164,7 @@ type Gradient struct {
 // little. The zero value is ready to use; it is not safe for concurrent use.
 type Scratch struct {
 	// pages sum the gradient by key; only the pages of keys a gradient
-	// touched are allocated (see pagedVec).
+	// touched are allocated (see PagedVec).
 	pages []*scratchPage
 	// touched lists the pages this gradient touched, in the order it first
 	// touched them: sorting them and reading each page's bits in order

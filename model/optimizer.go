@@ -93,7 +93,7 @@ func (o *sgd) Update(g Gradient, scale float64) []float64 {
 type adam struct {
 	lr    float64
 	n     int
-	m, v  pagedVec
+	m, v  PagedVec
 	steps int
 }
 
@@ -129,7 +129,7 @@ func (o *adam) Update(g Gradient, scale float64) []float64 {
 	out := make([]float64, len(g.Values))
 	for i, k := range g.Keys {
 		gv := g.Values[i]
-		pm, pv := o.m.at(k), o.v.at(k)
+		pm, pv := o.m.At(k), o.v.At(k)
 		m := AdamBeta1**pm + (1-AdamBeta1)*gv
 		v := AdamBeta2**pv + (1-AdamBeta2)*gv*gv
 		*pm, *pv = m, v

@@ -2,12 +2,12 @@ package model
 
 import "math"
 
-// pagedVec is a vector of float64 that allocates only the pages written
+// PagedVec is a vector of float64 that allocates only the pages written
 // to. A node of a large mesh trains on a few rows and touches a few
 // thousand of its model's 2^16 or more keys: its optimizer moments and
 // gradient scratch, dense, would cost a megabyte each per node for zeros.
 // Values read and written are exactly a dense slice's.
-type pagedVec struct {
+type PagedVec struct {
 	pages []*[pageLen]float64
 }
 
@@ -16,15 +16,30 @@ const (
 	pageLen  = 1 << pageBits
 )
 
-func newPagedVec(n int) pagedVec {
-	return pagedVec{pages: make([]*[pageLen]float64, (n+pageLen-1)/pageLen)}
+func newPagedVec(n int) PagedVec {
+	return PagedVec{pages: make([]*[pageLen]float64, (n+pageLen-1)/pageLen)}
+}
+
+// NewPagedVec returns a paged vector of n values, all +0.
+func NewPagedVec(n int) *PagedVec {
+	v := newPagedVec(n)
+	return &v
 }
 
 // len is the vector's length rounded up to whole pages.
-func (v *pagedVec) len() int { return len(v.pages) * pageLen }
+func (v *PagedVec) len() int { return len(v.pages) * pageLen }
 
-// at returns where key k lives, allocating its page.
-func (v *pagedVec) at(k uint64) *float64 {
+// Get returns the value at key k, +0 where nothing was written, without
+// allocating.
+func (v *PagedVec) Get(k uint64) float64 {
+	if p := v.pages[k>>pageBits]; p != nil {
+		return p[k&(pageLen-1)]
+	}
+	return 0
+}
+
+// At returns where key k lives, allocating its page.
+func (v *PagedVec) At(k uint64) *float64 {
 	p := v.pages[k>>pageBits]
 	if p == nil {
 		p = new([pageLen]float64)
@@ -34,7 +49,7 @@ func (v *pagedVec) at(k uint64) *float64 {
 }
 
 // dense returns the first n values as a new slice.
-func (v *pagedVec) dense(n int) []float64 {
+func (v *PagedVec) dense(n int) []float64 {
 	out := make([]float64, n)
 	for i, p := range v.pages {
 		if p != nil {
@@ -46,11 +61,11 @@ func (v *pagedVec) dense(n int) []float64 {
 
 // load replaces the values with src, allocating the pages that hold a
 // value other than +0.
-func (v *pagedVec) load(src []float64) {
+func (v *PagedVec) load(src []float64) {
 	clear(v.pages)
 	for k, x := range src {
 		if math.Float64bits(x) != 0 {
-			*v.at(uint64(k)) = x
+			*v.At(uint64(k)) = x
 		}
 	}
 }

@@ -49,7 +49,7 @@ func TestPagedAdamMatchesDense(t *testing.T) {
 	}
 	// Keys 0, 3; 64, 100; 65535; n-1: four pages of each moment.
 	a := opt.(*adam)
-	for name, p := range map[string]pagedVec{"m": a.m, "v": a.v} {
+	for name, p := range map[string]PagedVec{"m": a.m, "v": a.v} {
 		used := 0
 		for _, pg := range p.pages {
 			if pg != nil {
@@ -97,5 +97,32 @@ func TestScratchPagesOnlyTouchedKeys(t *testing.T) {
 	}
 	if used != 2 {
 		t.Errorf("%d pages allocated, want 2 (keys 0 and 2, key 40000)", used)
+	}
+}
+
+// A paged vector reads +0 where nothing was written, allocates only the
+// pages written to, and keeps what was written.
+func TestPagedVecAllocatesWrittenPages(t *testing.T) {
+	v := NewPagedVec(1000)
+	if len(v.pages) != 16 {
+		t.Fatalf("%d pages for 1000 values, want 16", len(v.pages))
+	}
+	if x := v.Get(999); math.Float64bits(x) != 0 {
+		t.Fatalf("unwritten value %v, want +0", x)
+	}
+	*v.At(130) = -2.5
+	*v.At(130) -= 0.5
+	*v.At(999) = math.Copysign(0, -1)
+	if v.Get(130) != -3 || math.Float64bits(v.Get(999)) != math.Float64bits(math.Copysign(0, -1)) || v.Get(131) != 0 {
+		t.Fatalf("values %v %v %v, want -3 -0 0", v.Get(130), v.Get(999), v.Get(131))
+	}
+	var held []int
+	for i, p := range v.pages {
+		if p != nil {
+			held = append(held, i)
+		}
+	}
+	if !slices.Equal(held, []int{2, 15}) {
+		t.Fatalf("pages held %v, want [2 15]", held)
 	}
 }

@@ -136,7 +136,7 @@
 // protocol is in liveness.go, admission.go, announce.go, membership.go and
 // catchup.go; the driver feeds the core through Receive and Ready
 // (sync.go) and Tick (liveness.go). pages.go holds the 64-key pages in
-// which the working view's overlay and the error feedback residual are
-// tracked; rows.go the committed views shared between a simulator's
+// which the working view's overlay is tracked (the error feedback
+// residual is a model.PagedVec); rows.go the committed views shared between a simulator's
 // cores.
 package node

@@ -268,10 +268,10 @@ func (n *Node) exchange(view []float64, batch []dataset.Row, intended codec.Spar
 	}
 	if n.residual != nil {
 		for i, k := range intended.Keys {
-			*n.residual.at(k) = float64(intended.Values[i])
+			*n.residual.At(k) = float64(intended.Values[i])
 		}
 		for i, k := range decoded.Keys {
-			*n.residual.at(k) -= float64(decoded.Values[i])
+			*n.residual.At(k) -= float64(decoded.Values[i])
 		}
 	}
 	n.clock = t

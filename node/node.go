@@ -92,8 +92,11 @@ type Node struct {
 	sampler sampler
 	// scratch is Config.Scratch, or the node's own.
 	scratch *model.Scratch
-	// residual is what error feedback carries (nil when it is off).
-	residual *pagedVec
+	// residual is what error feedback carries (nil when it is off),
+	// paged: it is nonzero only at the keys the node's own updates
+	// carried, a few pages of a large model, and dense it cost 512 KiB
+	// per node at 2^16 weights.
+	residual *model.PagedVec
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
@@ -250,7 +253,7 @@ func New(cfg Config) (*Node, error) {
 		n.committed = make([]float64, cfg.Model.NumParams())
 	}
 	if cfg.ErrorFeedback {
-		n.residual = newPagedVec(cfg.Model.NumParams())
+		n.residual = model.NewPagedVec(cfg.Model.NumParams())
 	}
 	if cfg.Start != nil {
 		if err := n.start(cfg.Start); err != nil {
@@ -523,7 +526,7 @@ func (n *Node) withResidual(keys []uint64, delta []float64) codec.Sparse {
 	}
 	for i, d := range delta {
 		if n.residual != nil {
-			d += n.residual.get(keys[i])
+			d += n.residual.Get(keys[i])
 		}
 		u.Values[i] = float32(d)
 	}

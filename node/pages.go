@@ -42,34 +42,3 @@ func (s *pageSet) clear() {
 	}
 	s.list = s.list[:0]
 }
-
-// pagedVec is a vector of float64 that holds only the pages written to
-// (after model's pagedVec): the error feedback residual of a node is
-// nonzero only at the keys its own updates carried, a few pages of a large
-// model, and dense it cost 512 KiB per node at 2^16 weights. Values read
-// and written are exactly a dense slice's.
-type pagedVec struct {
-	pages []*[pageLen]float64
-}
-
-func newPagedVec(n int) *pagedVec {
-	return &pagedVec{pages: make([]*[pageLen]float64, (n+pageLen-1)/pageLen)}
-}
-
-// get returns the value at key k: +0 where nothing was written.
-func (v *pagedVec) get(k uint64) float64 {
-	if p := v.pages[k>>pageBits]; p != nil {
-		return p[k&(pageLen-1)]
-	}
-	return 0
-}
-
-// at returns where key k lives, allocating its page.
-func (v *pagedVec) at(k uint64) *float64 {
-	p := v.pages[k>>pageBits]
-	if p == nil {
-		p = new([pageLen]float64)
-		v.pages[k>>pageBits] = p
-	}
-	return &p[k&(pageLen-1)]
-}

@@ -88,8 +88,8 @@ func TestBudgetKeepsTheRestInTheResidual(t *testing.T) {
 		if v != 0 {
 			moved++
 		}
-		if v+n.residual.get(uint64(k)) != whole[k] {
-			t.Fatalf("key %d: view %v + residual %v, the whole update %v", k, v, n.residual.get(uint64(k)), whole[k])
+		if v+n.residual.Get(uint64(k)) != whole[k] {
+			t.Fatalf("key %d: view %v + residual %v, the whole update %v", k, v, n.residual.Get(uint64(k)), whole[k])
 		}
 	}
 	if moved != 2 {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/sketchmesh/sketchmesh/dataset"
 	"math"
 	"slices"
 
@@ -76,22 +77,13 @@ func NewRowStore(size, limit int) *RowStore {
 }
 
 // Hash lanes: the words are mixed into two 64-bit states with different
-// constants (after fmix64 of MurmurHash3), each word after its position.
+// constants (after MurmurHash3's fmix64, dataset.Mix64), each word after its position.
 func (k rowKey) then(w uint64) rowKey {
-	return rowKey{fmix64(k.a^w) * 0x9e3779b97f4a7c15, fmix64(k.b+w) * 0xc2b2ae3d27d4eb4f}
+	return rowKey{dataset.Mix64(k.a^w) * 0x9e3779b97f4a7c15, dataset.Mix64(k.b+w) * 0xc2b2ae3d27d4eb4f}
 }
 
 // with chains the digest d after k.
 func (k rowKey) with(d rowKey) rowKey { return k.then(d.a).then(d.b) }
-
-func fmix64(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
 
 // Domains keep the keys of views started from zero, views started from a
 // snapshot and the digests of updates apart.
