@@ -97,9 +97,13 @@ func (n *Node) canAdmit(signer string, entry uint64) bool {
 // and asking it and its donor for updates is how this node learns what is
 // gone), but its updates are refused (RejectAcrossGap) while held
 // (acrossGapHold). The test depends only on what this node holds of
-// signer and how far its rows are past it, so after a split longer than
-// the history every member of a side decides alike whenever the admit
-// reaches it, and after a shorter one none holds anything.
+// signer and how far its rows are past it: after a split well past the
+// history every member of a side decides alike whenever the admit
+// reaches it, and after a shorter one none holds anything. It is not
+// enough near the line: a member that got signer's updates (a leaver's
+// reach both sides) while others did not takes the joiner's updates,
+// which build on every member's updates up to entry, not only signer's,
+// and the others hold them out (README, status: the long-split race).
 func (n *Node) admittedAcrossGap(signer string, entry uint64) bool {
 	if signer == n.cfg.ID {
 		return false
