@@ -83,11 +83,9 @@ type Node struct {
 	pending         map[uint64][]pendingUpdate
 	pendingUnsorted map[uint64]bool
 	// work is the view with the pending updates overlaid: equal to
-	// committed except on the pages workPages marks, or anywhere when
-	// workDense.
+	// committed except where workMarks says.
 	work      []float64
-	workPages pageSet
-	workDense bool
+	workMarks overlayMarks
 
 	sampler sampler
 	// scratch is Config.Scratch, or the node's own.
@@ -379,7 +377,7 @@ func (n *Node) View() []float64 {
 		}
 		for _, p := range n.pendingRow(c) {
 			applySparse(n.work, p.u)
-			n.markWork(p.u)
+			n.workMarks.mark(p.u)
 		}
 	}
 	return n.work
@@ -404,7 +402,7 @@ func (n *Node) view() []float64 {
 		}
 		for _, p := range n.pending[c] {
 			applySparse(w.vals, p.u)
-			w.mark(p.u)
+			w.marks.mark(p.u)
 		}
 	}
 	return w.vals
@@ -427,31 +425,9 @@ func (n *Node) resetWork() {
 				n.work[k] = v
 			}
 		}
-		n.workPages = newPageSet(len(n.committed))
-	case n.workDense:
-		copy(n.work, n.committed)
+		n.workMarks = newOverlayMarks(len(n.committed))
 	default:
-		for _, p := range n.workPages.list {
-			lo := int(p) << pageBits
-			hi := min(lo+pageLen, len(n.work))
-			copy(n.work[lo:hi], n.committed[lo:hi])
-		}
-	}
-	n.workPages.clear()
-	n.workDense = false
-}
-
-// markWork records where u made work differ from the committed rows: by
-// page, so that what a node keeps of its overlays is bounded by the pages
-// they touch, not the sum of their keys (O(P) updates of the same keys at
-// a large mesh).
-func (n *Node) markWork(u codec.Sparse) {
-	if u.Dense() {
-		n.workDense = true
-		return
-	}
-	if !n.workDense {
-		n.workPages.addKeys(u.Keys)
+		n.workMarks.restore(n.work, n.committed)
 	}
 }
 
@@ -465,7 +441,7 @@ func (n *Node) applyCommitted(u codec.Sparse) {
 		n.foldKey = n.foldKey.with(n.cfg.SharedRows.digest(u))
 		n.folded++
 		if n.work != nil {
-			n.markWork(u)
+			n.workMarks.mark(u)
 		}
 		if n.folded%foldEvery == 0 {
 			n.foldRows()
@@ -477,7 +453,7 @@ func (n *Node) applyCommitted(u codec.Sparse) {
 		return
 	}
 	if u.Dense() {
-		n.workDense = true
+		n.workMarks.dense = true
 		return
 	}
 	for _, k := range u.Keys {

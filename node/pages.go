@@ -1,5 +1,7 @@
 package node
 
+import "github.com/sketchmesh/sketchmesh/codec"
+
 // Pages of 64 keys are the unit in which the core tracks where a sparse
 // update touched a dense vector (the working view's overlay, the error
 // feedback residual): a node of a large mesh touches a few thousand of its
@@ -41,4 +43,49 @@ func (s *pageSet) clear() {
 		s.bits[p>>6] = 0
 	}
 	s.list = s.list[:0]
+}
+
+// overlayMarks records where an overlay of updates made a vector differ
+// from its base: the pages its sparse updates touched, or everywhere once
+// a dense one came. By page, so that what a node keeps of its overlays is
+// bounded by the pages they touch, not the sum of their keys (O(P)
+// updates of the same keys at a large mesh); restoring copies only those
+// pages back.
+type overlayMarks struct {
+	pages pageSet
+	dense bool
+}
+
+func newOverlayMarks(n int) overlayMarks { return overlayMarks{pages: newPageSet(n)} }
+
+// mark records where u changes the vector.
+func (m *overlayMarks) mark(u codec.Sparse) {
+	if u.Dense() {
+		m.dense = true
+		return
+	}
+	if !m.dense {
+		m.pages.addKeys(u.Keys)
+	}
+}
+
+// restore makes dst equal to base where the overlay marked it, and
+// clears the marks.
+func (m *overlayMarks) restore(dst, base []float64) {
+	if m.dense {
+		copy(dst, base)
+	} else {
+		for _, p := range m.pages.list {
+			lo := int(p) << pageBits
+			hi := min(lo+pageLen, len(dst))
+			copy(dst[lo:hi], base[lo:hi])
+		}
+	}
+	m.reset()
+}
+
+// reset clears the marks (the vector was made equal to its base).
+func (m *overlayMarks) reset() {
+	m.pages.clear()
+	m.dense = false
 }

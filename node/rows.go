@@ -242,8 +242,7 @@ type workScratch struct {
 	vals    []float64
 	base    *sharedRows
 	baseKey rowKey
-	pages   pageSet
-	dense   bool
+	marks   overlayMarks
 }
 
 // workOn returns the scratch set to committed, the values of rows: only
@@ -254,28 +253,13 @@ func (s *RowStore) workOn(committed []float64, rows *sharedRows) *workScratch {
 	switch {
 	case w.vals == nil:
 		w.vals = slices.Clone(committed)
-		w.pages = newPageSet(len(committed))
-	case w.dense || w.base != rows || w.baseKey != rows.key:
+		w.marks = newOverlayMarks(len(committed))
+	case w.base != rows || w.baseKey != rows.key:
 		copy(w.vals, committed)
+		w.marks.reset()
 	default:
-		for _, p := range w.pages.list {
-			lo := int(p) << pageBits
-			hi := min(lo+pageLen, len(w.vals))
-			copy(w.vals[lo:hi], committed[lo:hi])
-		}
+		w.marks.restore(w.vals, committed)
 	}
-	w.pages.clear()
-	w.base, w.baseKey, w.dense = rows, rows.key, false
+	w.base, w.baseKey = rows, rows.key
 	return w
-}
-
-// mark records where u made the scratch differ from its base.
-func (w *workScratch) mark(u codec.Sparse) {
-	if u.Dense() {
-		w.dense = true
-		return
-	}
-	if !w.dense {
-		w.pages.addKeys(u.Keys)
-	}
 }

@@ -62,8 +62,8 @@ func TestViewOverlayMatchesFreshCopy(t *testing.T) {
 				}
 			}
 		}
-		if len(pages) > 0 && len(n.workPages.list) != len(pages) {
-			t.Fatalf("%s at clock %d: %d pages marked, the overlay touches %d", id, n.Clock(), len(n.workPages.list), len(pages))
+		if len(pages) > 0 && len(n.workMarks.pages.list) != len(pages) {
+			t.Fatalf("%s at clock %d: %d pages marked, the overlay touches %d", id, n.Clock(), len(n.workMarks.pages.list), len(pages))
 		}
 	}
 	cl.runToEnd(func(id string) {

@@ -38,18 +38,7 @@ func (s *sim) join(i, first int, via []int) error {
 	if n.core, err = s.newCore(i, &snap, &adm); err != nil {
 		return err
 	}
-	s.trace.words(trJoin, uint64(s.now), uint64(i), uint64(donor.idx), snap.Clock)
-	if len(snap.Pending) > 0 {
-		n.core.Receive(donor.id, node.EncodeEnvelope(snap.Pending))
-	}
-	s.schedule(s.now+s.interval, evAntiEntropy, int32(i), 0, n.inc, nil)
-	s.schedule(s.now+s.tick, evTick, int32(i), 0, n.inc, nil)
-	s.cause = causeMembership
-	s.flush(n)
-	s.flush(donor)
-	s.advance(n)
-	s.advance(donor)
-	s.noteDone()
+	s.startFrom(n, donor, &snap)
 	return nil
 }
 
@@ -89,6 +78,14 @@ func (s *sim) rejoin(n *simNode) bool {
 	n.computing, n.done, n.flushArmed, n.declaredDead = false, false, false, nil
 	n.inc++
 	s.rejoins++
+	s.startFrom(n, donor, &snap)
+	return true
+}
+
+// startFrom runs n's new core from donor's snapshot: it takes the frames
+// above the snapshot's rows, starts its anti-entropy and ticks, and sends
+// what the join queued at both ends.
+func (s *sim) startFrom(n, donor *simNode, snap *node.Snapshot) {
 	s.trace.words(trJoin, uint64(s.now), uint64(n.idx), uint64(donor.idx), snap.Clock)
 	if len(snap.Pending) > 0 {
 		n.core.Receive(donor.id, node.EncodeEnvelope(snap.Pending))
@@ -101,7 +98,6 @@ func (s *sim) rejoin(n *simNode) bool {
 	s.advance(n)
 	s.advance(donor)
 	s.noteDone()
-	return true
 }
 
 // leave makes n leave with notice: its core sends the signed notice to
