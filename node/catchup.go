@@ -221,7 +221,12 @@ func (n *Node) acceptFrom(from string, u Update, q int) RejectReason {
 	return ""
 }
 
-// decideRejoin runs at each tick (see above).
+// decideRejoin runs at each tick (see above). The sides are told apart
+// only by what this node lacks: a member whose updates up to the split
+// reached both sides (none of them gone for either) counts on each side's
+// own, and when it has the smallest id both sides keep their state and
+// refuse each other's updates for good (README, status: a split about as
+// long as the history).
 func (n *Node) decideRejoin() {
 	if n.proto.rejoin != "" || n.goneSince == 0 || n.proto.tick-(n.goneSince-1) < uint64(n.sc.SuspectTicks) {
 		return
