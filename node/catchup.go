@@ -25,20 +25,28 @@ import (
 //     supersedes its old incarnation everywhere, so nobody waits for the
 //     old one's gone updates either;
 //   - a node that lacks gone updates of live members none of which lacks
-//     anything of its side that is gone (as one that was down or paused
-//     for long, whose own updates all reached the others before) is
-//     simply behind: it rejoins;
+//     anything of its side that is gone, nor was cut off from it (as one
+//     that was down or paused for long, whose own updates all reached the
+//     others before) is simply behind: it rejoins;
 //   - when both sides of a split lack each other's gone updates, one side
 //     must keep its state: the side of the smallest id. The decision is by
 //     sides, not by pairs: a node rejoins when the smallest id among the
-//     members whose gone updates it lacks is below the smallest among the
-//     other live members and itself. Compared pairwise, a member that
-//     joined the keeping side (a large id) would take the other side's
-//     smaller ids for a reason to rejoin, through a member that rejoins
-//     itself, and the two sides would trade members for ever. Since the
-//     two directions are learned at different times, a node decides
+//     other side is below the smallest among its own. The other side is
+//     the members whose gone updates it lacks, and those it lacks none of
+//     but which are not of its side either: one it told that its own
+//     updates are gone, or one whose updates reached it more than half
+//     the history after its rows had passed them (cut off from it, see
+//     noteCutOff). Without those two, a member whose updates up to the
+//     split had reached both sides counted on each side's own, and when
+//     it had the smallest id both sides kept their state and refused each
+//     other's updates for good. Compared pairwise, a member that joined
+//     the keeping side (a large id) would take the other side's smaller
+//     ids for a reason to rejoin, through a member that rejoins itself,
+//     and the two sides would trade members for ever. Since the two
+//     directions are learned at different times, a node decides
 //     SuspectTicks after its first gone notice, not at once, and again at
-//     every tick until it must.
+//     every tick until it must; until the driver has carried a rejoin
+//     out, it is reviewed at every tick (reviewRejoin);
 //
 // A member "lacks something of this node's side that is gone" (behind)
 // when it asked this node for updates this node holds and cannot resend:
@@ -146,7 +154,10 @@ func (n *Node) answerGone(from string, have uint64) bool {
 	if n.behind == nil {
 		n.behind = map[string]bool{}
 	}
-	n.behind[from] = true
+	if n.toldGone == nil {
+		n.toldGone = map[string]bool{}
+	}
+	n.behind[from], n.toldGone[from] = true, true
 	n.proto.direct = append(n.proto.direct, Message{To: from, Data: EncodeGone(n.cfg.ID, oldest)})
 	return true
 }
@@ -209,6 +220,7 @@ func (n *Node) acceptFrom(from string, u Update, q int) RejectReason {
 	if reason := n.accept(u, q); reason != "" || !late {
 		return reason
 	}
+	n.noteCutOff(u.Origin, u.Clock-1)
 	if _, ok := n.lateShown[u.Origin]; !ok && from == u.Origin {
 		if n.lateShown == nil {
 			n.lateShown = map[string]uint64{}
@@ -221,14 +233,13 @@ func (n *Node) acceptFrom(from string, u Update, q int) RejectReason {
 	return ""
 }
 
-// decideRejoin runs at each tick (see above). The sides are told apart
-// only by what this node lacks: a member whose updates up to the split
-// reached both sides (none of them gone for either) counts on each side's
-// own, and when it has the smallest id both sides keep their state and
-// refuse each other's updates for good (README, status: a split about as
-// long as the history).
+// decideRejoin runs at each tick (see above).
 func (n *Node) decideRejoin() {
-	if n.proto.rejoin != "" || n.goneSince == 0 || n.proto.tick-(n.goneSince-1) < uint64(n.sc.SuspectTicks) {
+	if n.proto.rejoin != "" {
+		n.reviewRejoin()
+		return
+	}
+	if n.goneSince == 0 || n.proto.tick-(n.goneSince-1) < uint64(n.sc.SuspectTicks) {
 		return
 	}
 	var lacking []string
@@ -237,6 +248,11 @@ func (n *Node) decideRejoin() {
 		switch {
 		case m != n.cfg.ID && n.lacksGone(m):
 			lacking = append(lacking, m)
+			anyBehind = anyBehind || n.behind[m] || n.cutOffLong(m)
+		case m != n.cfg.ID && (n.toldGone[m] || n.cutOffLong(m)):
+			// Not of this node's side, though it lacks none of m's gone
+			// updates: m lacks this node's own, or m's updates reached
+			// this node long after its rows had passed them.
 			anyBehind = anyBehind || n.behind[m]
 		default:
 			ownSide = min(ownSide, m)
@@ -247,6 +263,44 @@ func (n *Node) decideRejoin() {
 	}
 	n.proto.rejoin = lacking[0]
 	n.proto.events = append(n.proto.events, Event{Kind: EventRejoin, Member: n.proto.rejoin, Clock: n.gone[n.proto.rejoin]})
+}
+
+// noteCutOff records, for an update of m taken for a row this node had
+// committed without it, how far the rows were past have, the update
+// before it: the longest m was cut off from this node. Half the history
+// tells the other side of a split from a member whose update was only
+// lost or slow: the gap of a split that left gone updates behind is about
+// the history, and a resend closes a loss within a few rows.
+func (n *Node) noteCutOff(m string, have uint64) {
+	if n.committedClock <= have || n.committedClock-have <= n.cutOff[m] {
+		return
+	}
+	if n.cutOff == nil {
+		n.cutOff = map[string]uint64{}
+	}
+	n.cutOff[m] = n.committedClock - have
+}
+
+// cutOffLong reports whether m's updates once reached this node more than
+// half the history after its rows had passed them (noteCutOff).
+func (n *Node) cutOffLong(m string) bool { return n.cutOff[m] > uint64(n.sc.History)/2 }
+
+// reviewRejoin revisits a rejoin the driver has not carried out yet: the
+// member it goes through may have rejoined itself (it lacked gone updates
+// of a third side, and this node's through it), and then this node may
+// lack nothing gone any more: its rejoin is called off; otherwise it goes
+// through another member whose gone updates it lacks.
+func (n *Node) reviewRejoin() {
+	if n.live[n.proto.rejoin] && n.lacksGone(n.proto.rejoin) {
+		return
+	}
+	for _, m := range n.liveList {
+		if m != n.cfg.ID && n.lacksGone(m) {
+			n.proto.rejoin = m
+			return
+		}
+	}
+	n.proto.rejoin = ""
 }
 
 // RejoinDonors returns, while the node must rejoin, the members it may

@@ -155,6 +155,8 @@ type Node struct {
 	// side that it cannot resend.
 	goneSince uint64
 	behind    map[string]bool
+	toldGone  map[string]bool
+	cutOff    map[string]uint64
 	// lateShown holds, per live origin whose updates for committed rows
 	// this node is taking, the first of them the origin sent itself.
 	lateShown map[string]uint64

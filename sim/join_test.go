@@ -445,6 +445,38 @@ func TestSimSplitLongerThanHistory(t *testing.T) {
 	}
 }
 
+// Splits about as long as the frame history (8), in runs that broke the
+// invariants before the side rule knew the other side by more than what a
+// node lacks. In the first, n0's updates up to the split reached both
+// sides, each side counted n0 as its own, and both kept their state. In
+// the second (one node cut off, 2 % loss), n2 decided to rejoin through
+// n7, which rejoined itself; n2 then waited for a donor for good.
+func TestSimSplitAboutTheHistory(t *testing.T) {
+	for _, tc := range []struct {
+		script, topology string
+		seed             uint64
+		staleness        int
+		rejoined         int
+	}{
+		{"at 3: partition 0-3 | 4-7\nat 8: heal", "halton", 1, 2, 4},
+		{"at 0: loss 0.02\nat 3: partition 0-6 | 7\nat 8: heal", "halton", 3, 0, 1},
+	} {
+		sc, err := ParseScenario(strings.NewReader(tc.script), "split.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := simConfig(t, 8, 40, tc.seed)
+		cfg.Faults, cfg.Topology, cfg.Staleness = sc, tc.topology, tc.staleness
+		cfg.Sync.History = 8
+		label := fmt.Sprintf("%q, seed %d (%s, s=%d)", tc.script, tc.seed, tc.topology, tc.staleness)
+		s, r := runSim(t, cfg)
+		if !r.Invariants.OK || r.Rejoined != tc.rejoined {
+			t.Fatalf("%s: invariants %+v, %d rejoined, want %d", label, r.Invariants, r.Rejoined, tc.rejoined)
+		}
+		checkConverged(t, label, s)
+	}
+}
+
 // Issue 14's scenario: a split past the frame history (history 8) with
 // joins on both sides of it, a donor killed mid-join, kills, a restart and
 // leaves, over 50 seeds, both topologies and s ∈ {0, 2}. No run stalls,
