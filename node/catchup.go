@@ -266,24 +266,41 @@ func (n *Node) decideRejoin() {
 }
 
 // noteCutOff records, for an update of m taken for a row this node had
-// committed without it, how far the rows were past have, the update
-// before it: the longest m was cut off from this node. Half the history
-// tells the other side of a split from a member whose update was only
-// lost or slow: the gap of a split that left gone updates behind is about
-// the history, and a resend closes a loss within a few rows.
+// committed without it, whether the rows were more than half the history
+// past have, the update before it: whether m was cut off from this node,
+// and the rows' clock when it last was. Half the history tells the other
+// side of a split from a member whose update was only lost or slow: the
+// gap of a split that left gone updates behind is about the history, and
+// a resend closes a loss within a few rows.
 func (n *Node) noteCutOff(m string, have uint64) {
-	if n.committedClock <= have || n.committedClock-have <= n.cutOff[m] {
+	if have >= n.committedClock || n.committedClock-have <= uint64(n.sc.History)/2 {
 		return
 	}
 	if n.cutOff == nil {
 		n.cutOff = map[string]uint64{}
 	}
-	n.cutOff[m] = n.committedClock - have
+	n.cutOff[m] = n.committedClock
 }
 
 // cutOffLong reports whether m's updates once reached this node more than
 // half the history after its rows had passed them (noteCutOff).
-func (n *Node) cutOffLong(m string) bool { return n.cutOff[m] > uint64(n.sc.History)/2 }
+func (n *Node) cutOffLong(m string) bool {
+	_, ok := n.cutOff[m]
+	return ok
+}
+
+// keepsCutOff reports whether this node keeps m's frames as if some member
+// were down, up to twice the history: it took m's updates across a gap of
+// more than half the history within the last two histories of rows. If
+// m's side is the one that rejoins, m's incarnation is superseded, and the
+// members of this node's side that lack those updates can get them only
+// from a member that took them; the Window would have dropped all but the
+// newest at once. Twice the history holds a gap of up to one history and
+// the updates m made while the sides found each other.
+func (n *Node) keepsCutOff(m string) bool {
+	at, ok := n.cutOff[m]
+	return ok && n.committedClock <= at+2*uint64(n.sc.History)
+}
 
 // reviewRejoin revisits a rejoin the driver has not carried out yet: the
 // member it goes through may have rejoined itself (it lacked gone updates

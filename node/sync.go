@@ -21,7 +21,9 @@ import (
 //     SyncConfig.Window clocks plus any still uncommitted; while it counts
 //     any member down, it keeps everything (up to History), since a member
 //     cut off by a partition may need, after the heal, the updates of an
-//     origin that died in the meantime and that only this side holds;
+//     origin that died in the meantime and that only this side holds; and
+//     for a while after it took updates of a member cut off from it, it
+//     keeps that member's, up to twice History (keepsCutOff, catchup.go);
 //   - when the node has waited at its gate for a while, the driver calls
 //     SyncRequest, which asks the live members that hold it back
 //     ("laggards") for their own updates;
@@ -542,12 +544,17 @@ func (n *Node) retainAt(i int, origin string, r retained) {
 		return r.clock+uint64(n.sc.Window) <= newest && r.clock <= n.committedClock
 	}
 	// The cheap tests before the live lookup.
-	if origin != n.cfg.ID && !n.degraded && droppable(log[0]) && n.live[origin] {
+	keepCutOff := origin != n.cfg.ID && n.cutOff != nil && n.keepsCutOff(origin)
+	if origin != n.cfg.ID && !n.degraded && !keepCutOff && droppable(log[0]) && n.live[origin] {
 		for drop < len(log) && droppable(log[drop]) {
 			drop++
 		}
 	}
-	drop = max(drop, len(log)-n.sc.History)
+	keep := n.sc.History
+	if keepCutOff {
+		keep *= 2
+	}
+	drop = max(drop, len(log)-keep)
 	for _, r := range log[:drop] {
 		n.bytes -= len(r.frame)
 	}
