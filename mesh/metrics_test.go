@@ -35,7 +35,7 @@ func TestMetricsExportedFromTheStart(t *testing.T) {
 			t.Errorf("first scrape lacks %s", w)
 		}
 	}
-	if len(node.RejectReasons()) != 27 {
+	if len(node.RejectReasons()) != 26 {
 		t.Errorf("%d rejection reasons: a new one must be added to node.RejectReasons", len(node.RejectReasons()))
 	}
 }

@@ -11,9 +11,10 @@ import (
 // request bound to that member (or, in a hello, the joiner's word with the
 // admitting member's signature); one incarnation has one entry; a member
 // brings in at most MaxSilentAdmits joiners nobody hears from; a newer
-// incarnation supersedes the older ones. A joiner admitted across a gap of
-// a split longer than the frame history is a member whose updates are
-// held until the sides are settled (admittedAcrossGap).
+// incarnation supersedes the older ones. A joiner admitted on the other
+// side of a split longer than the frame history is an ordinary member:
+// whatever a member of this side takes of its updates, the others can
+// fetch from it (keepsCutOff, catchup.go).
 
 // onAdmit applies a verified admit (or a hello's admission).
 func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
@@ -34,13 +35,7 @@ func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 			return RejectAdmitLimit
 		}
 	}
-	across := n.admittedAcrossGap(a.Signer, a.Entry)
 	n.admit(a.Member, a.Entry, a.Signer)
-	if across {
-		i := n.proto.info[a.Member]
-		i.acrossGap, i.entry = true, a.Entry
-		n.proto.acrossGaps++
-	}
 	if fromHello {
 		n.proto.info[a.Member].spoke = true
 	}
@@ -83,91 +78,6 @@ func (n *Node) canAdmit(signer string, entry uint64) bool {
 	}
 	last, gone := n.left[signer]
 	return !gone || entry <= last
-}
-
-// admittedAcrossGap reports whether signer's admission at entry comes from
-// across a gap that may never close: signer's snapshot at entry holds
-// updates of signer this node lacks, and this node committed more than
-// History rows past them (it counted signer out for longer than a frame
-// is kept: the other side of a long split). Those may be gone
-// (catchup.go), and the joiner's updates build on them: if signer's side
-// rejoins, they must be in no view of this side, yet their origin, young,
-// still keeps them, and a member of this side that took them would hold
-// what the others do not. So the joiner is a member (it is waited for,
-// and asking it and its donor for updates is how this node learns what is
-// gone), but its updates are refused (RejectAcrossGap) while held
-// (acrossGapHold). The test depends only on what this node holds of
-// signer and how far its rows are past it: after a split well past the
-// history every member of a side decides alike whenever the admit
-// reaches it, and after a shorter one none holds anything. It is not
-// enough near the line: a member that got signer's updates (a leaver's
-// reach both sides) while others did not takes the joiner's updates,
-// which build on every member's updates up to entry, not only signer's,
-// and the others hold them out (README, status: the long-split race).
-func (n *Node) admittedAcrossGap(signer string, entry uint64) bool {
-	if signer == n.cfg.ID {
-		return false
-	}
-	have := n.vc.Get(signer)
-	return have < entry && have+uint64(n.sc.History) < n.committedClock
-}
-
-// heldAcrossGap reports whether origin's updates are refused for now
-// (admittedAcrossGap), and clears the hold once it ends.
-func (n *Node) heldAcrossGap(origin string) bool {
-	if n.proto.acrossGaps == 0 {
-		return false
-	}
-	i := n.proto.info[origin]
-	if i == nil || !i.acrossGap {
-		return false
-	}
-	if i.settledAt == 0 && n.vc.Get(i.admittedBy) >= i.entry && !n.currentMember(i.admittedBy) {
-		i.settledAt = n.proto.tick + 1
-	}
-	if held, _ := n.acrossGapHold(origin); held {
-		return true
-	}
-	i.acrossGap = false
-	n.proto.acrossGaps--
-	return false
-}
-
-// currentMember reports whether m is live and its peer's newest
-// incarnation, and has not left.
-func (n *Node) currentMember(m string) bool {
-	_, left := n.left[m]
-	return !left && n.live[m] && n.MemberOf(nameOf(m)) == m
-}
-
-// acrossGapHold reports whether origin's updates are held, and whether for
-// good. The hold lasts while this node lacks the donor's updates up to
-// the joiner's entry. Once it holds them, a donor that is a current member
-// was only counted out for a while. One that left or was superseded
-// settles nothing by itself: a leaver's own updates reach both sides of a
-// split, and its joiner's side may still rejoin. The hold then lasts the
-// death timeout more, long enough for the gone notices of a split longer
-// than the history to arrive (catchup.go decides on them sooner). It is
-// for good once this node lacks a live member's gone updates: the
-// joiner's side or this node's then rejoins.
-func (n *Node) acrossGapHold(origin string) (held, forGood bool) {
-	i := n.proto.info[origin]
-	if i == nil || !i.acrossGap {
-		return false, false
-	}
-	for _, m := range n.liveList {
-		if n.lacksGone(m) {
-			return true, true
-		}
-	}
-	d := i.admittedBy
-	switch {
-	case n.vc.Get(d) < i.entry:
-		return true, false
-	case n.currentMember(d):
-		return false, false
-	}
-	return i.settledAt == 0 || n.proto.tick-(i.settledAt-1) < n.deadAfter(), false
 }
 
 // admit adds member at entry and retires its peer's older incarnations.

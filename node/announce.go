@@ -150,10 +150,6 @@ const (
 	// RejectAdmitLimit: an admit by a member that already has
 	// MaxSilentAdmits admitted members nobody has heard from.
 	RejectAdmitLimit RejectReason = "admit_limit"
-	// RejectAcrossGap: an update of a member admitted from across a gap
-	// this node may never close (see admittedAcrossGap), refused until the
-	// gap closes or the sides of the split are settled.
-	RejectAcrossGap RejectReason = "across_gap"
 )
 
 // MaxSilentAdmits bounds the members one member's admits may bring in that

@@ -205,9 +205,6 @@ func (n *Node) noteLacking(from, origin string, have uint64, log []retained) {
 // acceptFrom is accept for an update that from passed on, with the rule
 // for late updates of live members (see above).
 func (n *Node) acceptFrom(from string, u Update, q int) RejectReason {
-	if n.heldAcrossGap(u.Origin) {
-		return RejectAcrossGap
-	}
 	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && q >= 0 && !n.vc.hasAt(q, u.Clock)
 	// A gap of at most History rows holds nothing its origin, at the
 	// mesh's pace, has stopped keeping.

@@ -231,15 +231,13 @@ func TestLeaverResendsOnlyItsOwnUpdates(t *testing.T) {
 	}
 }
 
-// A member of the side of a long split that keeps its state must not take
-// the updates of a joiner the other side admitted during the split: their
-// origin, young, still keeps them, so a member that asked for them would
-// get them, while the others, never told of the joiner before it rejoins,
-// would not. The keeping node takes the joiner as a member and holds its
-// updates (across_gap); the joiner's side rejoins, the joiner as a new
-// incarnation, and the mesh ends with one view, in which the old
-// incarnation's split-era updates are nowhere.
-func TestJoinerAdmittedAcrossALongSplitIsHeld(t *testing.T) {
+// A joiner the other side admitted during a long split is an ordinary
+// member of the side that keeps its state: its origin, young, still keeps
+// its split-era updates, so the keeping node takes them, and the members
+// that rejoin start from its rows with them. The joiner's side rejoins,
+// the joiner as a new incarnation, and the mesh ends with one view, which
+// holds the old incarnation's split-era updates.
+func TestJoinerAdmittedAcrossALongSplitEndsInOneView(t *testing.T) {
 	n := &pnet{t: t, nodes: map[string]*Node{}, auth: macAuth{mesh: "m"}, iters: 80,
 		sync: SyncConfig{HeartbeatTicks: 2, SuspectTicks: 10, DeadTicks: 30, History: 8}}
 	ids := []string{"a/1", "b/1", "c/1"}
@@ -281,11 +279,8 @@ func TestJoinerAdmittedAcrossALongSplitIsHeld(t *testing.T) {
 	if !a.isMember("j/1") {
 		t.Fatal("the keeping node never learned of the joiner")
 	}
-	if got := a.VectorClock().Get("j/1"); got != adm.Entry {
-		t.Fatalf("the keeping node took the joiner's split-era updates up to %d (entry %d)", got, adm.Entry)
-	}
-	if a.Stats().Rejected[RejectAcrossGap] == 0 {
-		t.Fatalf("no update refused as %s: %v", RejectAcrossGap, a.Stats().Rejected)
+	if got := a.VectorClock().Get("j/1"); got <= adm.Entry+1 {
+		t.Fatalf("the keeping node holds the joiner's split-era updates up to %d (entry %d, joiner at %d)", got, adm.Entry, j.Clock())
 	}
 	if len(rejoined) != 3 || a.Rejoining() != "" {
 		t.Fatalf("rejoined through a: %v; a rejoins through %q", rejoined, a.Rejoining())

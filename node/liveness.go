@@ -122,13 +122,6 @@ type memberInfo struct {
 	// message); admittedBy is who admitted it.
 	spoke      bool
 	admittedBy string
-	// acrossGap is set while the member's admission came from across a
-	// gap this node may never close: its updates wait (admittedAcrossGap).
-	acrossGap bool
-	entry     uint64
-	// settledAt is the tick the donor's gap was first seen closed with
-	// the donor no longer a current member (acrossGapHold).
-	settledAt uint64
 	// blockedSince is the tick since which the member has held the gate
 	// with its entry at withheld; withholding is set once it is suspected
 	// for that, until its entry passes withheld.
@@ -148,11 +141,7 @@ type protocol struct {
 	// infoAt[q] is info of the member of vector clock slot q (nil for
 	// none).
 	infoAt []*memberInfo
-	// acrossGaps bounds how many members have info.acrossGap set (it may
-	// count one twice): at 0, which is almost always, heldAcrossGap needs
-	// no lookup.
-	acrossGaps int
-	peers      map[string]uint64 // peer name → highest incarnation admitted
+	peers  map[string]uint64 // peer name → highest incarnation admitted
 	// Own hellos and round time.
 	helloSeq, lastHello  uint64
 	round, lastTrainTick uint64
@@ -208,7 +197,6 @@ const admitResends = 3
 func (n *Node) initProtocol() {
 	n.proto.info = make(map[string]*memberInfo, len(n.members))
 	n.proto.infoAt = nil
-	n.proto.acrossGaps = 0
 	n.proto.withholders = 0
 	n.proto.peers = map[string]uint64{}
 	for _, m := range n.members {

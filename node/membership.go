@@ -34,18 +34,6 @@ import (
 func (n *Node) Rows() Snapshot {
 	s := Snapshot{Clock: n.committedClock, View: slices.Clone(n.committedRows())}
 	for _, m := range n.members {
-		if held, forGood := n.acrossGapHold(m); held {
-			// None of its updates is in a row here, and none may ever be
-			// (see admittedAcrossGap). Held for good, it is listed as a member
-			// that left at its entry: one whose updates the joiner
-			// neither waits for nor takes, and whose hellos it ignores.
-			// Held for now, it is left out: the joiner learns of it from
-			// its hellos and holds it on the same grounds.
-			if forGood {
-				s.Members = append(s.Members, MemberEntry{ID: m, Entry: n.entryOf[m], High: n.entryOf[m], Left: true, Last: n.entryOf[m]})
-			}
-			continue
-		}
 		// A member that joined above the rows' clock has nothing up to its
 		// entry; saying so keeps the joiner from waiting for those clocks.
 		entry := n.entryOf[m]

@@ -36,7 +36,7 @@ func RejectReasons() []RejectReason {
 		RejectBadFrame, RejectBadShape, RejectBadFactors, RejectNorm, RejectAfterLeave, RejectBadSignature,
 		RejectNaN, RejectBadSync, RejectSyncBudget, RejectMarkedRefused,
 		RejectBadAnnouncement, RejectForgedAnnouncement, RejectStaleIncarnation, RejectStaleHello,
-		RejectNotAdmitted, RejectReadmit, RejectAdmitLimit, RejectSignFailed, RejectBadGone, RejectLateGap, RejectLateRelayed, RejectAcrossGap}
+		RejectNotAdmitted, RejectReadmit, RejectAdmitLimit, RejectSignFailed, RejectBadGone, RejectLateGap, RejectLateRelayed}
 }
 
 // Stats are a node's counters. All byte counts are envelope bytes as handed

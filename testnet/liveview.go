@@ -212,7 +212,13 @@ func (v *LiveView) LiveState() liveview.State {
 		if c.ID == "" {
 			continue // not observed yet
 		}
-		mesh.FillLiveMember(&st.Members[i], c, traffic[i])
+		// The links were read outside the lock: a run that began since
+		// has more cores than they have entries.
+		var t mesh.TrafficStats
+		if i < len(traffic) {
+			t = traffic[i]
+		}
+		mesh.FillLiveMember(&st.Members[i], c, t)
 		st.Members[i].BlockedSeconds = v.blocked[i].Seconds()
 		held := make([]uint64, len(origins))
 		for j, m := range c.Members {
