@@ -26,7 +26,8 @@ func (s *sim) deliver(ev simEvent) {
 	case s.flushDly == 0:
 		s.cause = causeAtOnce
 		s.flush(to)
-	case !to.flushArmed:
+	case !to.flushArmed && !to.computing:
+		// A node that computes sends what arrived with its own update.
 		to.flushArmed = true
 		to.window++
 		s.schedule(s.now+s.flushDly, evFlush, ev.node, int32(to.window), to.inc, nil)

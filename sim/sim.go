@@ -478,9 +478,10 @@ func (s *sim) run(ctx context.Context) error {
 				}
 				n.core.Tick()
 				s.cause = causeTick
-				if !n.flushArmed {
-					// Held relays, and what the tick queued with them,
-					// leave when their window closes.
+				// Held relays, and what the tick queued with them,
+				// leave with the node's own update or when their
+				// window closes; with neither due, they leave now.
+				if !n.flushArmed && !n.computing {
 					s.flush(n)
 				}
 				s.advance(n)
@@ -518,7 +519,10 @@ func (s *sim) trainDone(ev simEvent) error {
 	stale := t - min(t, s.minEntry(n))
 	if err := n.core.Train(); err != nil {
 		if errors.Is(err, node.ErrGateClosed) {
-			// A member came back while this node computed; it waits again.
+			// A member came back while this node computed; it waits again,
+			// and what it held for its own update leaves now.
+			s.cause = causeOwnUpdate
+			s.flush(n)
 			s.advance(n)
 			return nil
 		}
