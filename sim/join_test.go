@@ -490,37 +490,46 @@ func TestSimLongSplitUnderChurn(t *testing.T) {
 	if testing.Short() {
 		seeds = min(seeds, 5)
 	}
+	eachLongSplitRun(t, sc, seeds, func(cfg Config, label string) {
+		s, r := runSim(t, cfg)
+		inv := r.Invariants
+		if inv.Stalled || inv.AppliedTwice != 0 || r.Joined != 4 || r.Rejoined == 0 {
+			t.Fatalf("%s: invariants %+v, %d joined, %d rejoined", label, inv, r.Joined, r.Rejoined)
+		}
+		var ref *simNode
+		var d float64
+		for _, n := range s.nodes {
+			if !n.member() {
+				continue
+			}
+			if n.core.Clock() != s.iters {
+				t.Fatalf("%s: %s stopped at clock %d", label, n.id, n.core.Clock())
+			}
+			if ref == nil {
+				ref = n
+			}
+			for i, v := range n.core.View() {
+				d = max(d, math.Abs(v-ref.core.View()[i]))
+			}
+		}
+		if d > 1e-9 || inv.UndeliveredAfterHeal != 0 {
+			t.Errorf("%s: views differ by %g, %d updates held by some live nodes only", label, d, inv.UndeliveredAfterHeal)
+		}
+	})
+}
+
+// eachLongSplitRun runs the long-split cases with scenario sc: 8 nodes, 40
+// iterations and a frame history of 8, seeds 1 to seeds, both topologies
+// and s ∈ {0, 2}; check gets each configuration and its label.
+func eachLongSplitRun(t *testing.T, sc *Scenario, seeds int, check func(cfg Config, label string)) {
+	t.Helper()
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		for _, topology := range []string{"halton", "full"} {
 			for _, staleness := range []int{0, 2} {
 				cfg := simConfig(t, 8, 40, seed)
 				cfg.Faults, cfg.Topology, cfg.Staleness = sc, topology, staleness
 				cfg.Sync.History = 8
-				label := fmt.Sprintf("seed %d (%s, s=%d)", seed, topology, staleness)
-				s, r := runSim(t, cfg)
-				inv := r.Invariants
-				if inv.Stalled || inv.AppliedTwice != 0 || r.Joined != 4 || r.Rejoined == 0 {
-					t.Fatalf("%s: invariants %+v, %d joined, %d rejoined", label, inv, r.Joined, r.Rejoined)
-				}
-				var ref *simNode
-				var d float64
-				for _, n := range s.nodes {
-					if !n.member() {
-						continue
-					}
-					if n.core.Clock() != s.iters {
-						t.Fatalf("%s: %s stopped at clock %d", label, n.id, n.core.Clock())
-					}
-					if ref == nil {
-						ref = n
-					}
-					for i, v := range n.core.View() {
-						d = max(d, math.Abs(v-ref.core.View()[i]))
-					}
-				}
-				if d > 1e-9 || inv.UndeliveredAfterHeal != 0 {
-					t.Errorf("%s: views differ by %g, %d updates held by some live nodes only", label, d, inv.UndeliveredAfterHeal)
-				}
+				check(cfg, fmt.Sprintf("seed %d (%s, s=%d)", seed, topology, staleness))
 			}
 		}
 	}

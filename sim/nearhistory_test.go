@@ -29,22 +29,15 @@ func TestSimSplitNearHistory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for seed := uint64(1); seed <= uint64(seeds); seed++ {
-				for _, topology := range []string{"halton", "full"} {
-					for _, staleness := range []int{0, 2} {
-						cfg := simConfig(t, 8, 40, seed)
-						cfg.Faults, cfg.Topology, cfg.Staleness = sc, topology, staleness
-						cfg.Sync.History = 8
-						label := fmt.Sprintf("partition %s healed at %d, seed %d (%s, s=%d)", split, heal, seed, topology, staleness)
-						s, r := runSim(t, cfg)
-						if !r.Invariants.OK {
-							t.Errorf("%s: invariants %+v, %d rejoined", label, r.Invariants, r.Rejoined)
-							continue
-						}
-						checkConverged(t, label, s)
-					}
+			eachLongSplitRun(t, sc, seeds, func(cfg Config, label string) {
+				label = fmt.Sprintf("partition %s healed at %d, %s", split, heal, label)
+				s, r := runSim(t, cfg)
+				if !r.Invariants.OK {
+					t.Errorf("%s: invariants %+v, %d rejoined", label, r.Invariants, r.Rejoined)
+					return
 				}
-			}
+				checkConverged(t, label, s)
+			})
 		}
 	}
 }
