@@ -59,6 +59,73 @@ func TestPartitionLongerThanHistoryHealsBySnapshot(t *testing.T) {
 	n.checkSameViews()
 }
 
+// A member that lies that its own updates the others lack are gone (it
+// sends hellos with a rising clock, withholds its updates and answers
+// "gone" for them) stalls nobody. Each honest node decides once to rejoin
+// through it (a member alone cannot be told from one that trained on while
+// the others were paused); until the driver carries the rejoin out, the
+// node suspects the liar of withholding, calls the rejoin off and finishes
+// without it. A rejoin carried out takes a snapshot checked by witnesses
+// (VerifySnapshot), so the lie costs time, not state.
+func TestLyingAboutGoneUpdatesStallsNobody(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1", "d/1"}
+	n := newPnet(t, ids, 60)
+	for range 3 {
+		n.round()
+	}
+	liar := n.nodes["a/1"]
+	n.nodes["a/1"] = nil // its driver now only says hello and lies
+	seq, clock := uint64(100), liar.Clock()
+	honest := ids[1:]
+	done := func() bool {
+		for _, id := range honest {
+			if !n.nodes[id].Done() {
+				return false
+			}
+		}
+		return true
+	}
+	var took int
+	for r := 0; r < 600 && !done(); r++ {
+		seq++
+		clock++
+		h := n.sign(Announcement{Kind: KindHello, Member: "a/1", Clock: clock, Seq: seq}, "a/1")
+		for _, id := range honest {
+			n.nodes[id].Receive("a/1", h)
+			n.nodes[id].Receive("a/1", EncodeGone("a/1", clock+1))
+			took += btoi(n.nodes[id].lacksGone("a/1"))
+		}
+		n.round()
+	}
+	if took == 0 {
+		t.Fatal("no honest node ever took the lie: the test shows nothing")
+	}
+	if !done() {
+		t.Fatal("the honest nodes did not finish")
+	}
+	decided := map[string]int{}
+	for _, e := range n.events {
+		if e.Kind == EventRejoin && e.Member == "a/1" {
+			decided[e.Member]++
+		}
+	}
+	if decided["a/1"] > len(honest) {
+		t.Errorf("%d rejoins decided through the liar, want at most one per honest node", decided["a/1"])
+	}
+	for _, id := range honest {
+		if n.nodes[id].live["a/1"] || n.nodes[id].Rejoining() != "" {
+			t.Errorf("%s: liar live %v, rejoining through %q", id, n.nodes[id].live["a/1"], n.nodes[id].Rejoining())
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func FuzzDecodeGone(f *testing.F) {
 	f.Add(EncodeGone("a/1", 9))
 	f.Add(EncodeSync(SyncMessage{Upto: 3}))
