@@ -20,9 +20,11 @@ import (
 // chained over the digests of the updates it added, adds an update to its
 // key at once and to its vector only when it next reads it, and then takes
 // the vector another core already computed for the same key, or computes
-// it (in place when no other core holds its old one, else on a copy). Of
-// P cores that commit the same row, one does the additions and the others
-// take its result.
+// it on a copy of its old one. Of P cores that commit the same row, one
+// does the additions and the others take its result; a view no core holds
+// any more is kept a while for the cores behind (RowStore.idle): computed
+// in place, the first core's view was gone by the time the next came, and
+// at P = 512 nearly every core computed every view itself.
 
 // foldEvery bounds the updates a core holds unadded: a core that has not
 // read its view adds them (or takes the sum) at every foldEvery-th update
@@ -44,6 +46,14 @@ type RowStore struct {
 	digests map[*float32]updateDigest
 	fifo    []*float32
 	limit   int
+	// idle keeps the views no core holds any more, newest last, up to
+	// idleLimit, for the cores behind: the first core to reach a view
+	// moves on before the last, and each core after it would compute the
+	// view again (P times per fold point, not once). spare is the values
+	// of the last view idle dropped, for the next view computed.
+	idle      []*sharedRows
+	idleLimit int
+	spare     []float64
 	// work is the working view of the core that read last (Node.view).
 	work workScratch
 	// Computed counts the views a core computed by adding updates, Taken
@@ -71,9 +81,13 @@ type updateDigest struct {
 }
 
 // NewRowStore returns a store for cores of a model of size parameters that
-// remembers the digests of the last limit distinct updates.
+// remembers the digests of the last limit distinct updates, and keeps the
+// views of as many updates' fold points (foldEvery) after their last core
+// moved on.
 func NewRowStore(size, limit int) *RowStore {
-	return &RowStore{size: size, byKey: map[rowKey]*sharedRows{}, digests: map[*float32]updateDigest{}, limit: max(limit, 1)}
+	limit = max(limit, 1)
+	return &RowStore{size: size, byKey: map[rowKey]*sharedRows{}, digests: map[*float32]updateDigest{}, limit: limit,
+		idleLimit: limit/foldEvery + 2}
 }
 
 // Hash lanes: the words are mixed into two 64-bit states with different
@@ -123,10 +137,34 @@ func (s *RowStore) adopt(vals []float64, clock uint64) *sharedRows {
 
 func (s *RowStore) release(r *sharedRows) {
 	r.refs--
-	if r.refs == 0 && r.stored {
-		delete(s.byKey, r.key)
-		r.stored = false
+	if r.refs > 0 || !r.stored {
+		return
 	}
+	s.idle = append(s.idle, r)
+	if len(s.idle) <= s.idleLimit {
+		return
+	}
+	old := s.idle[0]
+	s.idle[0] = nil
+	s.idle = s.idle[1:]
+	// Taken again since, or listed twice (released, taken and released):
+	// only a view no core holds, still stored, is dropped.
+	if old.refs == 0 && old.stored {
+		delete(s.byKey, old.key)
+		old.stored = false
+		s.spare, old.vals = old.vals, nil
+	}
+}
+
+// copyOf returns a copy of vals, in the spare values when there are.
+func (s *RowStore) copyOf(vals []float64) []float64 {
+	if len(s.spare) != len(vals) {
+		return slices.Clone(vals)
+	}
+	out := s.spare
+	s.spare = nil
+	copy(out, vals)
+	return out
 }
 
 // digest returns the digest of u's content.
@@ -187,17 +225,10 @@ func (n *Node) foldRows() {
 		n.rows = r
 		s.release(old)
 		s.Taken++
-	case old.refs == 1:
-		// No other core holds it: add in place, under the new key.
-		if old.stored {
-			delete(s.byKey, old.key)
-		}
-		n.addFold(old.vals)
-		old.key, old.stored = n.foldKey, true
-		s.byKey[old.key] = old
-		s.Computed++
 	default:
-		r := &sharedRows{key: n.foldKey, vals: slices.Clone(old.vals), refs: 1, stored: true}
+		// Not in place, though no other core holds old: the cores behind
+		// may still need it (RowStore.idle).
+		r := &sharedRows{key: n.foldKey, vals: s.copyOf(old.vals), refs: 1, stored: true}
 		n.addFold(r.vals)
 		s.byKey[r.key] = r
 		n.rows = r

@@ -56,13 +56,13 @@ func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 					t.Fatalf("s=%d seed %d: %s holds its own copy of the same rows", s, seed, id)
 				}
 			}
-			if len(store.byKey) != 1 {
-				t.Fatalf("s=%d seed %d: the store holds %d views at the end, want 1", s, seed, len(store.byKey))
+			if held := store.held(); held != 1 {
+				t.Fatalf("s=%d seed %d: cores hold %d views at the end, want 1", s, seed, held)
 			}
 			// Dropped nodes leave nothing held in the store.
 			for i, id := range shared.ids {
 				shared.nodes[id].DropSharedRows()
-				if left := len(store.byKey); (i < len(shared.ids)-1) != (left == 1) {
+				if left := store.held(); (i < len(shared.ids)-1) != (left == 1) {
 					t.Fatalf("s=%d seed %d: %d views held after %d of %d nodes dropped", s, seed, left, i+1, len(shared.ids))
 				}
 			}
@@ -83,6 +83,48 @@ func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 				t.Fatalf("s=%d seed %d: no read used the shared scratch", s, seed)
 			}
 		}
+	}
+}
+
+// held counts the views some core holds.
+func (s *RowStore) held() int {
+	n := 0
+	for _, r := range s.byKey {
+		if r.refs > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// A view no core holds any more stays in the store for the cores behind,
+// up to the limit; past it the oldest goes, and its values hold the next
+// view computed.
+func TestRowStoreKeepsIdleViewsForCoresBehind(t *testing.T) {
+	s := NewRowStore(4, 2*foldEvery) // room for 4 idle views
+	views := make([]*sharedRows, 6)
+	for i := range views {
+		views[i] = &sharedRows{key: rowKey{a: uint64(i + 1)}, vals: make([]float64, 4), refs: 1, stored: true}
+		s.byKey[views[i].key] = views[i]
+	}
+	for _, r := range views[:4] {
+		s.release(r)
+	}
+	if len(s.byKey) != 6 {
+		t.Fatalf("%d views stored after 4 of 6 were released, want 6 (the released kept)", len(s.byKey))
+	}
+	views[1].refs++ // a core behind takes view 2 again
+	s.release(views[4])
+	if _, ok := s.byKey[views[0].key]; ok || s.spare == nil {
+		t.Fatal("the oldest idle view was not dropped past the limit, or its values not kept")
+	}
+	s.release(views[5])
+	if _, ok := s.byKey[views[1].key]; !ok {
+		t.Fatal("an idle view taken again was dropped")
+	}
+	spare := &s.spare[0]
+	if c := s.copyOf([]float64{1, 2, 3, 4}); &c[0] != spare || c[3] != 4 {
+		t.Fatal("a new view did not reuse the dropped view's values")
 	}
 }
 
