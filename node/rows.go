@@ -53,6 +53,7 @@ type RowStore struct {
 	// of the last view idle dropped, for the next view computed.
 	idle      []*sharedRows
 	idleLimit int
+	releases  uint64
 	spare     []float64
 	// work is the working view of the core that read last (Node.view).
 	work workScratch
@@ -72,6 +73,10 @@ type sharedRows struct {
 	// it under key.
 	refs   int
 	stored bool
+	// listed is whether RowStore.idle lists it, since the release count
+	// listedAt; released is the count at its last release.
+	listed             bool
+	listedAt, released uint64
 }
 
 type updateDigest struct {
@@ -140,19 +145,33 @@ func (s *RowStore) release(r *sharedRows) {
 	if r.refs > 0 || !r.stored {
 		return
 	}
-	s.idle = append(s.idle, r)
-	if len(s.idle) <= s.idleLimit {
+	// Most views are released many times (each core that passes through
+	// a fold point holds it only for a moment): listed once, a view goes
+	// when it is the least recently released, not when it was first.
+	s.releases++
+	r.released = s.releases
+	if r.listed {
 		return
 	}
-	old := s.idle[0]
-	s.idle[0] = nil
-	s.idle = s.idle[1:]
-	// Taken again since, or listed twice (released, taken and released):
-	// only a view no core holds, still stored, is dropped.
-	if old.refs == 0 && old.stored {
-		delete(s.byKey, old.key)
-		old.stored = false
-		s.spare, old.vals = old.vals, nil
+	r.listed, r.listedAt = true, s.releases
+	s.idle = append(s.idle, r)
+	for len(s.idle) > s.idleLimit {
+		old := s.idle[0]
+		s.idle[0] = nil
+		s.idle = s.idle[1:]
+		switch {
+		case old.refs > 0:
+			// Held again: listed anew at its next release.
+			old.listed = false
+		case old.released > old.listedAt:
+			old.listedAt = s.releases
+			s.idle = append(s.idle, old)
+		default:
+			old.listed = false
+			delete(s.byKey, old.key)
+			old.stored = false
+			s.spare, old.vals = old.vals, nil
+		}
 	}
 }
 

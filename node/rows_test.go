@@ -86,41 +86,34 @@ func TestSharedRowsReadAsPrivateRows(t *testing.T) {
 	}
 }
 
-// held counts the views some core holds.
-func (s *RowStore) held() int {
-	n := 0
-	for _, r := range s.byKey {
-		if r.refs > 0 {
-			n++
-		}
-	}
-	return n
-}
-
 // A view no core holds any more stays in the store for the cores behind,
-// up to the limit; past it the oldest goes, and its values hold the next
-// view computed.
+// up to the limit; past it the least recently released goes (a view
+// released again, after a core behind took it, stays), and its values
+// hold the next view computed.
 func TestRowStoreKeepsIdleViewsForCoresBehind(t *testing.T) {
 	s := NewRowStore(4, 2*foldEvery) // room for 4 idle views
-	views := make([]*sharedRows, 6)
+	views := make([]*sharedRows, 7)
 	for i := range views {
 		views[i] = &sharedRows{key: rowKey{a: uint64(i + 1)}, vals: make([]float64, 4), refs: 1, stored: true}
 		s.byKey[views[i].key] = views[i]
 	}
+	stored := func(i int) bool { _, ok := s.byKey[views[i].key]; return ok }
 	for _, r := range views[:4] {
 		s.release(r)
 	}
-	if len(s.byKey) != 6 {
-		t.Fatalf("%d views stored after 4 of 6 were released, want 6 (the released kept)", len(s.byKey))
+	if len(s.byKey) != 7 {
+		t.Fatalf("%d views stored after 4 of 7 were released, want 7 (the released kept)", len(s.byKey))
 	}
-	views[1].refs++ // a core behind takes view 2 again
+	views[0].refs++ // a core behind takes the oldest again, and moves on
+	s.release(views[0])
 	s.release(views[4])
-	if _, ok := s.byKey[views[0].key]; ok || s.spare == nil {
-		t.Fatal("the oldest idle view was not dropped past the limit, or its values not kept")
+	if !stored(0) || stored(1) || s.spare == nil {
+		t.Fatalf("past the limit: view 1 stored %v, view 2 stored %v, spare %v; want the least recently released (2) dropped", stored(0), stored(1), s.spare != nil)
 	}
+	views[2].refs++ // held when its turn comes
 	s.release(views[5])
-	if _, ok := s.byKey[views[1].key]; !ok {
-		t.Fatal("an idle view taken again was dropped")
+	if !stored(2) {
+		t.Fatal("a view a core holds was dropped")
 	}
 	spare := &s.spare[0]
 	if c := s.copyOf([]float64{1, 2, 3, 4}); &c[0] != spare || c[3] != 4 {
@@ -161,4 +154,15 @@ func TestRowStoreDigestIsOfContent(t *testing.T) {
 	if s.digest(u) == d {
 		t.Fatal("new content at a forgotten address has the old digest")
 	}
+}
+
+// held counts the views some core holds.
+func (s *RowStore) held() int {
+	n := 0
+	for _, r := range s.byKey {
+		if r.refs > 0 {
+			n++
+		}
+	}
+	return n
 }
