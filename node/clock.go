@@ -16,6 +16,8 @@ import "slices"
 // update (slot) and reads by it (getAt, hasAt, addAt).
 type VectorClock struct {
 	slots map[string]int
+	// names[i] is the origin of slot i.
+	names []string
 	// high[i] is the entry of slot i; set[i] whether it was ever written
 	// (Snapshot lists those, zeros included).
 	high []uint64
@@ -44,11 +46,15 @@ func (v *VectorClock) intern(q string) int {
 	}
 	i := len(v.high)
 	v.slots[q] = i
+	v.names = append(v.names, q)
 	v.high = append(v.high, 0)
 	v.set = append(v.set, false)
 	v.ahead = append(v.ahead, nil)
 	return i
 }
+
+// nameAt returns the origin of slot i.
+func (v *VectorClock) nameAt(i int) string { return v.names[i] }
 
 // Get returns the contiguous high-water mark of origin q.
 func (v *VectorClock) Get(q string) uint64 { return v.getAt(v.slot(q)) }

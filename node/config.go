@@ -164,7 +164,7 @@ type DecodeCache struct {
 }
 
 type decoded struct {
-	u      codec.Sparse
+	u      *codec.Sparse
 	reason RejectReason
 	// frame is a copy of the frame that the nodes keeping it for
 	// retransmission share, instead of a copy each (Node.keep), and kept

@@ -198,7 +198,7 @@ func (n *Node) standInForMissing(model []float64) {
 		}
 		present := 0
 		for _, p := range n.pendingRow(c) {
-			if n.live[p.origin] {
+			if n.live[n.origin(p)] {
 				present++
 			}
 		}
@@ -222,11 +222,11 @@ func (n *Node) standInForMissing(model []float64) {
 // pendingOf returns origin's pending update of clock c.
 func (n *Node) pendingOf(c uint64, origin string) (codec.Sparse, bool) {
 	list := n.pendingRow(c)
-	i, found := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int { return strings.Compare(p.origin, o) })
+	i, found := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int { return strings.Compare(n.origin(p), o) })
 	if !found {
 		return codec.Sparse{}, false
 	}
-	return list[i].u, true
+	return *list[i].u, true
 }
 
 // outerStep turns the accumulated change at keys into the update's change,
@@ -278,7 +278,7 @@ func (n *Node) exchange(view []float64, batch []dataset.Row, intended codec.Spar
 	n.stats.FrameBytes += uint64(len(frame))
 	n.stats.PairsEncoded += uint64(len(sent.Values))
 	n.add(n.cfg.ID, t, decoded)
-	if err := n.sendOwn(t, frame, decoded); err != nil {
+	if err := n.sendOwn(t, frame, *decoded); err != nil {
 		return err
 	}
 	n.commit()

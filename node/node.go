@@ -33,12 +33,17 @@ type Ready struct {
 // ErrGateClosed is returned by Train when the staleness gate is closed.
 var ErrGateClosed = errors.New("staleness gate closed")
 
+// pendingUpdate is one update of a pending row: a row holds one of every
+// live member, and a simulated core P rows of P, so it is kept small. The
+// update is shared with the other cores that decoded the same frame
+// (DecodeCache), and the origin is its vector clock slot (origin).
 type pendingUpdate struct {
-	origin string
-	// slot is origin's vector clock slot.
-	slot int
-	u    codec.Sparse
+	u    *codec.Sparse
+	slot int32
 }
+
+// origin returns the origin of p.
+func (n *Node) origin(p pendingUpdate) string { return n.vc.nameAt(int(p.slot)) }
 
 // Node is one member's core state machine. It is not safe for concurrent use:
 // one goroutine (the driver's loop) owns it.
@@ -378,8 +383,8 @@ func (n *Node) View() []float64 {
 			break
 		}
 		for _, p := range n.pendingRow(c) {
-			applySparse(n.work, p.u)
-			n.workMarks.mark(p.u)
+			applySparse(n.work, *p.u)
+			n.workMarks.mark(*p.u)
 		}
 	}
 	return n.work
@@ -403,8 +408,8 @@ func (n *Node) view() []float64 {
 			break
 		}
 		for _, p := range n.pending[c] {
-			applySparse(w.vals, p.u)
-			w.marks.mark(p.u)
+			applySparse(w.vals, *p.u)
+			w.marks.mark(*p.u)
 		}
 	}
 	return w.vals

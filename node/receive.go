@@ -71,12 +71,16 @@ func (n *Node) accept(u Update, q int) RejectReason {
 		return RejectMarkedRefused
 	}
 	decoded, reason := n.decode(u.Frame)
+	var checked codec.Sparse
 	if reason == "" {
-		decoded, reason = n.screen().check(decoded, len(n.committed), n.cfg.Auth != nil)
+		checked, reason = n.screen().check(*decoded, len(n.committed), n.cfg.Auth != nil)
 	}
 	if reason != "" {
 		n.skip(u)
 		return reason
+	}
+	if !sameArrays(checked, *decoded) {
+		decoded = &checked // clipped: this node's own
 	}
 	n.addAt(q, u.Origin, u.Clock, decoded)
 	return ""
@@ -85,17 +89,25 @@ func (n *Node) accept(u Update, q int) RejectReason {
 // decode turns a frame into the update it stands for, or names why it is
 // refused: a codec frame is decoded as is, a factor frame is checked against
 // the model's shape and the norm bound and then rebuilt into the delta.
-func (n *Node) decode(frame []byte) (codec.Sparse, RejectReason) {
+func (n *Node) decode(frame []byte) (*codec.Sparse, RejectReason) {
 	c := n.cfg.DecodeCache
 	if c == nil {
-		return n.decodeFrame(frame)
+		u, reason := n.decodeFrame(frame)
+		return &u, reason
 	}
 	if d, ok := c.get(frame); ok {
 		return d.u, d.reason
 	}
 	u, reason := n.decodeFrame(frame)
-	c.put(frame, decoded{u: u, reason: reason})
-	return u, reason
+	c.put(frame, decoded{u: &u, reason: reason})
+	return &u, reason
+}
+
+// sameArrays reports whether a and b are the same keys and values, not
+// only equal ones.
+func sameArrays(a, b codec.Sparse) bool {
+	return len(a.Keys) == len(b.Keys) && len(a.Values) == len(b.Values) &&
+		(len(a.Keys) == 0 || &a.Keys[0] == &b.Keys[0]) && (len(a.Values) == 0 || &a.Values[0] == &b.Values[0])
 }
 
 func (n *Node) decodeFrame(frame []byte) (codec.Sparse, RejectReason) {
@@ -155,12 +167,12 @@ func (n *Node) acceptBound() uint64 {
 	return n.clock + s + 1
 }
 
-func (n *Node) add(origin string, clock uint64, u codec.Sparse) {
+func (n *Node) add(origin string, clock uint64, u *codec.Sparse) {
 	n.addAt(n.vc.intern(origin), origin, clock, u)
 }
 
 // addAt is add for the origin of vector clock slot q.
-func (n *Node) addAt(q int, origin string, clock uint64, u codec.Sparse) {
+func (n *Node) addAt(q int, origin string, clock uint64, u *codec.Sparse) {
 	n.vc.addAt(q, clock)
 	n.stats.UpdatesApplied++
 	n.tracer.Apply(origin, clock)
@@ -168,7 +180,7 @@ func (n *Node) addAt(q int, origin string, clock uint64, u codec.Sparse) {
 		// A late update of a row already committed without its origin (a
 		// member that was down, or that joined after the row): it joins
 		// the rows directly.
-		n.applyCommitted(u)
+		n.applyCommitted(*u)
 		return
 	}
 	// The row is sorted when it is read (pendingRow), not at each insert:
@@ -178,20 +190,20 @@ func (n *Node) addAt(q int, origin string, clock uint64, u codec.Sparse) {
 		// A row fills with every live member's update.
 		list = make([]pendingUpdate, 0, len(n.liveSlots))
 	}
-	if len(list) > 0 && list[len(list)-1].origin > origin {
+	if len(list) > 0 && n.origin(list[len(list)-1]) > origin {
 		if n.pendingUnsorted == nil {
 			n.pendingUnsorted = map[uint64]bool{}
 		}
 		n.pendingUnsorted[clock] = true
 	}
-	n.pending[clock] = append(list, pendingUpdate{origin: origin, slot: q, u: u})
+	n.pending[clock] = append(list, pendingUpdate{u: u, slot: int32(q)})
 }
 
 // pendingRow returns the pending updates of clock c, sorted by origin.
 func (n *Node) pendingRow(c uint64) []pendingUpdate {
 	list := n.pending[c]
 	if n.pendingUnsorted[c] {
-		slices.SortFunc(list, func(a, b pendingUpdate) int { return strings.Compare(a.origin, b.origin) })
+		slices.SortFunc(list, func(a, b pendingUpdate) int { return strings.Compare(n.origin(a), n.origin(b)) })
 		delete(n.pendingUnsorted, c)
 	}
 	return list
@@ -229,12 +241,12 @@ func (n *Node) commit() {
 			return
 		}
 		for _, p := range n.pendingRow(next) {
-			if n.vc.getAt(p.slot) < next {
-				n.vc.Withdraw(p.origin, next)
+			if n.vc.getAt(int(p.slot)) < next {
+				n.vc.Withdraw(n.origin(p), next)
 				n.stats.UpdatesApplied--
 				continue
 			}
-			n.applyCommitted(p.u)
+			n.applyCommitted(*p.u)
 		}
 		delete(n.pending, next)
 		delete(n.pendingUnsorted, next)

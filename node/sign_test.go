@@ -416,7 +416,7 @@ func TestSignedTrainingMatchesUnsigned(t *testing.T) {
 // pending (applied but not committed), nil when it holds none.
 func pendingOf(n *Node, origin string, clock uint64) []float32 {
 	for _, p := range n.pending[clock] {
-		if p.origin == origin {
+		if n.origin(p) == origin {
 			return p.u.Values
 		}
 	}

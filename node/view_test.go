@@ -20,9 +20,9 @@ func freshView(n *Node) []float64 {
 			break
 		}
 		row := slices.Clone(n.pending[c])
-		slices.SortFunc(row, func(a, b pendingUpdate) int { return strings.Compare(a.origin, b.origin) })
+		slices.SortFunc(row, func(a, b pendingUpdate) int { return strings.Compare(n.origin(a), n.origin(b)) })
 		for _, p := range row {
-			applySparse(w, p.u)
+			applySparse(w, *p.u)
 		}
 	}
 	return w
@@ -87,11 +87,12 @@ func TestPendingRowSortsArrivals(t *testing.T) {
 		n.clock = 1 // the row of clock 1 is at or below the node's clock, so View reads it
 		for _, k := range order {
 			origin := cl.ids[k]
-			n.add(origin, 1, codec.Sparse{Keys: []uint64{0, uint64(k + 1)}, Values: []float32{0.1 * float32(k+1), 1e-7}})
+			n.add(origin, 1, &codec.Sparse{Keys: []uint64{0, uint64(k + 1)}, Values: []float32{0.1 * float32(k+1), 1e-7}})
 		}
 		row := n.pendingRow(1)
-		if len(row) != 4 || !slices.IsSortedFunc(row, func(a, b pendingUpdate) int { return strings.Compare(a.origin, b.origin) }) {
-			t.Fatalf("order %v: row of %d updates, sorted %v", order, len(row), slices.IsSortedFunc(row, func(a, b pendingUpdate) int { return strings.Compare(a.origin, b.origin) }))
+		byOrigin := func(a, b pendingUpdate) int { return strings.Compare(n.origin(a), n.origin(b)) }
+		if len(row) != 4 || !slices.IsSortedFunc(row, byOrigin) {
+			t.Fatalf("order %v: row of %d updates, sorted %v", order, len(row), slices.IsSortedFunc(row, byOrigin))
 		}
 		for k, id := range cl.ids {
 			if u, ok := n.pendingOf(1, id); !ok || u.Values[0] != 0.1*float32(k+1) {
