@@ -105,6 +105,10 @@ type Config struct {
 	// nodes driven by one goroutine may share: a node is done with it when
 	// its training step returns. Nil gives the node its own.
 	Scratch *model.Scratch
+	// Queues, when set, holds the emptied outbox queues of the nodes
+	// driven by one goroutine, such as a simulator's (see QueuePool). Nil
+	// gives the node its own.
+	Queues *QueuePool
 	// Start, when set, starts the node from a member's snapshot instead of
 	// a zero view at clock 0 (see Snapshot); Members may then be empty.
 	Start *Snapshot

@@ -103,10 +103,9 @@ type Node struct {
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
 	outbox    map[string][]Update
-	// spareQueues are emptied outbox queues, kept for their capacity; at
-	// most maxSpareQueues, since answers to sync requests queue for hops
-	// that route never takes a spare for.
-	spareQueues [][]Update
+	// spares holds emptied outbox queues, kept for their capacity
+	// (Config.Queues, or the node's own).
+	spares *QueuePool
 	// refused holds the updates above the committed rows whose content
 	// this node refused, or its donor did (see sign.go).
 	refused map[UpdateID]bool
@@ -251,6 +250,9 @@ func New(cfg Config) (*Node, error) {
 	n.liveSlots = slices.Clone(n.memberSlots) // every member starts live
 	if n.scratch = cfg.Scratch; n.scratch == nil {
 		n.scratch = new(model.Scratch)
+	}
+	if n.spares = cfg.Queues; n.spares == nil {
+		n.spares = new(QueuePool)
 	}
 	if cfg.SharedRows == nil || cfg.Start != nil {
 		// With shared rows and no snapshot, the store's zero view is the
@@ -573,9 +575,38 @@ func SGDFactors(m *model.Model, view []float64, batch []dataset.Row, rate float6
 	return f
 }
 
-// maxSpareQueues bounds Node.spareQueues, well above the next hops a relay
-// has in an overlay (about log2 P).
+// maxSpareQueues bounds a QueuePool, well above the next hops a relay has
+// in an overlay (about log2 P): answers to sync requests queue for hops
+// that route never takes a spare for.
 const maxSpareQueues = 64
+
+// QueuePool holds emptied outbox queues, kept for their capacity: relays go
+// to the same few next hops every time, and growing fresh queues for each
+// was a large part of routing. Nodes driven by one goroutine, such as a
+// simulator's, may share one (Config.Queues): each kept up to
+// maxSpareQueues of its own, grown to the largest batch it had sent, and at
+// P = 1024 those were 193 MB of a 1.3 GB heap. Not safe for concurrent use.
+type QueuePool struct{ queues [][]Update }
+
+// get returns a spare queue, empty, or nil.
+func (p *QueuePool) get() []Update {
+	if len(p.queues) == 0 {
+		return nil
+	}
+	q := p.queues[len(p.queues)-1]
+	p.queues[len(p.queues)-1] = nil
+	p.queues = p.queues[:len(p.queues)-1]
+	return q
+}
+
+// put keeps q, emptied, unless the pool is full.
+func (p *QueuePool) put(q []Update) {
+	if len(p.queues) == maxSpareQueues {
+		return
+	}
+	clear(q)
+	p.queues = append(p.queues, q[:0])
+}
 
 // hasReady reports whether updates are queued for ready.
 func (n *Node) hasReady() bool { return len(n.outbox) > 0 }
@@ -599,15 +630,8 @@ func (n *Node) ready() Ready {
 			n.stats.BytesSent += uint64(len(data))
 		}
 	}
-	// The hops' queues are reused (route): relays go to the same few next
-	// hops every time, and growing fresh queues for each was a large part
-	// of routing.
 	for _, q := range n.outbox {
-		if len(n.spareQueues) == maxSpareQueues {
-			break
-		}
-		clear(q)
-		n.spareQueues = append(n.spareQueues, q[:0])
+		n.spares.put(q)
 	}
 	clear(n.outbox)
 	return rd

@@ -216,9 +216,8 @@ func (n *Node) route(u Update) {
 			continue
 		}
 		q, ok := n.outbox[hop]
-		if !ok && len(n.spareQueues) > 0 {
-			q = n.spareQueues[len(n.spareQueues)-1]
-			n.spareQueues = n.spareQueues[:len(n.spareQueues)-1]
+		if !ok {
+			q = n.spares.get()
 		}
 		n.outbox[hop] = append(q, u)
 		if u.Origin != n.cfg.ID {

@@ -180,3 +180,22 @@ func TestSuspectedMembersRejoinRows(t *testing.T) {
 		}
 	}
 }
+
+// A queue pool gives back queues empty, with their capacity, and keeps at
+// most maxSpareQueues, so that nodes sharing it hold a bounded spare.
+func TestQueuePoolBounded(t *testing.T) {
+	var p QueuePool
+	if q := p.get(); q != nil {
+		t.Fatalf("an empty pool gave %v", q)
+	}
+	for range maxSpareQueues + 3 {
+		p.put(append(make([]Update, 0, 8), Update{Origin: "a/1", Frame: []byte{1}}))
+	}
+	if len(p.queues) != maxSpareQueues {
+		t.Fatalf("pool keeps %d queues, want %d", len(p.queues), maxSpareQueues)
+	}
+	q := p.get()
+	if len(q) != 0 || cap(q) != 8 || q[:1][0].Frame != nil {
+		t.Fatalf("queue from the pool: len %d cap %d, first slot %+v; want empty, cleared, capacity kept", len(q), cap(q), q[:1][0])
+	}
+}

@@ -223,6 +223,7 @@ type sim struct {
 	cache    *node.DecodeCache
 	rows     *node.RowStore
 	scratch  model.Scratch
+	queues   node.QueuePool
 	shuffled *dataset.Dataset
 	// routers holds the overlays of the live sets nodes have, keyed by
 	// the set and its site labels.
@@ -394,6 +395,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		DecodeCache:   s.cache,
 		SharedRows:    s.rows,
 		Scratch:       &s.scratch,
+		Queues:        &s.queues,
 		Start:         start,
 		Admission:     admission,
 		Tracer:        &s.rejected,
