@@ -37,7 +37,7 @@ func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 	}
 	n.admit(a.Member, a.Entry, a.Signer)
 	if fromHello {
-		n.proto.info[a.Member].spoke = true
+		n.info(a.Member).spoke = true
 	}
 	return ""
 }
@@ -58,7 +58,7 @@ func (n *Node) verifyJoin(joiner, donor string, sig []byte) bool {
 func (n *Node) silentAdmits(signer string) int {
 	k := 0
 	for _, m := range n.members {
-		if i := n.proto.info[m]; i != nil && i.admittedBy == signer && !i.spoke {
+		if i := n.info(m); i != nil && i.admittedBy == signer && !i.spoke {
 			k++
 		}
 	}
@@ -84,7 +84,7 @@ func (n *Node) canAdmit(signer string, entry uint64) bool {
 func (n *Node) admit(member string, entry uint64, by string) {
 	n.AddMember(member, entry)
 	n.trackMember(member)
-	n.proto.info[member].admittedBy = by
+	n.info(member).admittedBy = by
 	n.supersede(member)
 	n.proto.events = append(n.proto.events, Event{Kind: EventJoined, Member: member, Clock: entry, By: by})
 	n.proto.membershipChanged = true
@@ -152,7 +152,7 @@ func (n *Node) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error)
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: cannot sign the admission", ErrAdmit)
 	}
 	n.admit(joiner, snap.Clock, n.cfg.ID)
-	n.proto.info[joiner].heard = n.proto.tick
+	n.info(joiner).heard = n.proto.tick
 	data := EncodeAnnouncement(a)
 	n.proto.bcast = append(n.proto.bcast, data)
 	n.proto.admits = append(n.proto.admits, recentAdmit{data: data, until: n.proto.tick + admitResends*uint64(n.sc.HeartbeatTicks)})

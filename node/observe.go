@@ -13,7 +13,7 @@ func (n *Node) Left(id string) bool {
 // AnnouncedClock returns the clock member last announced in its hellos or
 // its leave notice (0 before the first).
 func (n *Node) AnnouncedClock(member string) uint64 {
-	if i := n.proto.info[member]; i != nil {
+	if i := n.info(member); i != nil {
 		return i.clock
 	}
 	return 0
