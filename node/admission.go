@@ -104,8 +104,8 @@ func (n *Node) admit(member string, entry uint64, by string) {
 // others only, and the joiner's gate needs them (its donor's snapshot
 // carries only what the donor held). The donor's own are in the snapshot.
 func (n *Node) sendOwnSince(member string, entry uint64) {
-	i, ok := n.index[n.cfg.ID]
-	if !ok {
+	i := n.memberSlot(n.cfg.ID)
+	if i < 0 {
 		return
 	}
 	for _, r := range n.logs[i] {

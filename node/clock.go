@@ -31,6 +31,14 @@ func NewVectorClock() *VectorClock {
 	return &VectorClock{slots: map[string]int{}}
 }
 
+// newVectorClockFor returns an empty vector clock with room for n origins:
+// a simulated core interns P members at its start, and slices grown one
+// origin at a time held up to twice that.
+func newVectorClockFor(n int) *VectorClock {
+	return &VectorClock{slots: make(map[string]int, n), names: make([]string, 0, n),
+		high: make([]uint64, 0, n), set: make([]bool, 0, n), ahead: make([]map[uint64]struct{}, 0, n)}
+}
+
 // slot returns q's slot, or -1 when q was never added.
 func (v *VectorClock) slot(q string) int {
 	if i, ok := v.slots[q]; ok {

@@ -41,7 +41,7 @@ func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
 		}
 		kept := func(id string) []byte {
 			n := nodes[id]
-			log := n.logs[n.index["a"]]
+			log := n.logs[n.memberSlot("a")]
 			if len(log) != 1 {
 				t.Fatalf("%s keeps %d frames of a, want 1", id, len(log))
 			}
@@ -55,7 +55,7 @@ func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
 		if same := &b[0] == &c[0]; same != shared {
 			t.Errorf("%s: b and c keep one array: %v", label, same)
 		}
-		entry := func(id string) *keptUpdate { return nodes[id].logs[nodes[id].index["a"]][0].keptUpdate }
+		entry := func(id string) *keptUpdate { return nodes[id].logs[nodes[id].memberSlot("a")][0].keptUpdate }
 		if same := entry("b") == entry("c") && entry("a") == entry("b"); same != shared {
 			t.Errorf("%s: a, b and c keep one entry: %v", label, same)
 		}

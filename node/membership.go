@@ -116,7 +116,7 @@ func (n *Node) insertMember(id string) bool {
 	}
 	n.members = slices.Insert(n.members, i, id)
 	n.memberSlots = slices.Insert(n.memberSlots, i, n.vc.intern(id))
-	if n.index != nil {
+	if n.memberAt != nil {
 		n.indexMember(id)
 	}
 	return true
@@ -126,7 +126,10 @@ func (n *Node) insertMember(id string) bool {
 // lookup finds both its entries and its frames.
 func (n *Node) indexMember(id string) {
 	i := n.vc.intern(id)
-	n.index[id] = i
+	for len(n.memberAt) <= i {
+		n.memberAt = append(n.memberAt, false)
+	}
+	n.memberAt[i] = true
 	for len(n.logs) <= i {
 		n.logs = append(n.logs, nil)
 	}
@@ -135,7 +138,7 @@ func (n *Node) indexMember(id string) {
 // memberSlot returns member id's slot (see indexMember), or -1 when id is
 // no member.
 func (n *Node) memberSlot(id string) int {
-	if i, ok := n.index[id]; ok {
+	if i := n.vc.slot(id); i >= 0 && i < len(n.memberAt) && n.memberAt[i] {
 		return i
 	}
 	return -1

@@ -136,9 +136,11 @@ type Node struct {
 	// Retransmission and membership (see sync.go, liveness.go, catchup.go).
 	sc SyncConfig
 	// logs[i] holds the frames kept of the member of slot i, sorted by
-	// clock; index maps each member to its slot (memberSlot).
-	logs  [][]retained
-	index map[string]int
+	// clock; memberAt[i] is whether slot i is a member's (memberSlot), set
+	// by New: a map from each member to its slot cost each simulated core
+	// about 50 bytes per member, beside the vector clock's.
+	logs     [][]retained
+	memberAt []bool
 	bytes int
 	count int
 	// Cursors rotate requests over laggards and anti-entropy peers, so
@@ -233,7 +235,7 @@ func New(cfg Config) (*Node, error) {
 		live:          live,
 		liveList:      slices.Clone(members),
 		router:        router,
-		vc:            NewVectorClock(),
+		vc:            newVectorClockFor(len(members)),
 		pending:       map[uint64][]pendingUpdate{},
 		outbox:        map[string][]Update{},
 		sampler:       newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
@@ -244,6 +246,7 @@ func New(cfg Config) (*Node, error) {
 	if n.tracer == nil {
 		n.tracer = NoTracer{}
 	}
+	n.memberSlots = make([]int, 0, len(n.members))
 	for _, m := range n.members {
 		n.memberSlots = append(n.memberSlots, n.vc.intern(m))
 	}
@@ -273,9 +276,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.SharedRows != nil {
 		n.shareRows(cfg.SharedRows)
 	}
-	n.index = make(map[string]int, len(n.members))
+	n.memberAt = make([]bool, 0, len(n.members))
 	for _, m := range n.members {
-		n.index[m] = n.vc.intern(m)
+		n.indexMember(m)
 	}
 	n.logs = make([][]retained, len(n.vc.high))
 	n.initLocal()

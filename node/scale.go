@@ -87,10 +87,9 @@ func (n *Node) Shares() int {
 func (n *Node) stepScale() float64 { return 1 / float64(n.Shares()) }
 
 func (n *Node) isMember(id string) bool {
-	if n.index != nil {
+	if n.memberAt != nil {
 		// Kept with the member list (insertMember) once New has made it.
-		_, ok := n.index[id]
-		return ok
+		return n.memberSlot(id) >= 0
 	}
 	_, ok := slices.BinarySearch(n.members, id)
 	return ok

@@ -372,8 +372,8 @@ func (n *Node) updateDegraded() {
 func (n *Node) Snapshot() Snapshot {
 	snap := n.Rows()
 	for _, m := range n.members {
-		i, ok := n.index[m]
-		if !ok {
+		i := n.memberSlot(m)
+		if i < 0 {
 			continue
 		}
 		for _, r := range n.logs[i] {
@@ -581,7 +581,7 @@ func (n *Node) handleSync(from string, data []byte) {
 		n.reject(RejectBadSync)
 		return
 	}
-	if _, ok := n.index[from]; !ok || from == n.cfg.ID {
+	if n.memberSlot(from) < 0 || from == n.cfg.ID {
 		n.reject(RejectNotMember)
 		return
 	}
@@ -594,8 +594,8 @@ func (n *Node) handleSync(from string, data []byte) {
 	n.compareDigest(from, req.Digest)
 	defer func() { n.replied[from] = used }()
 	for _, e := range req.Have {
-		i, ok := n.index[e.Origin]
-		if !ok {
+		i := n.memberSlot(e.Origin)
+		if i < 0 {
 			continue
 		}
 		if e.Origin == n.cfg.ID && n.answerGone(from, e.Clock) {

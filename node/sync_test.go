@@ -527,7 +527,7 @@ func TestSyncAnswerBudgetPerRound(t *testing.T) {
 			a.Receive(ids[1], req)
 		}
 		total, ups := wireBytes(t, a.Ready().Messages)
-		own := a.logs[a.index[ids[0]]]
+		own := a.logs[a.memberSlot(ids[0])]
 		if len(ups) == 0 || len(ups) >= len(own) {
 			t.Fatalf("round %d: answered %d of %d retained updates", round, len(ups), len(own))
 		}
