@@ -141,8 +141,8 @@ type Node struct {
 	// about 50 bytes per member, beside the vector clock's.
 	logs     [][]retained
 	memberAt []bool
-	bytes int
-	count int
+	bytes    int
+	count    int
 	// Cursors rotate requests over laggards and anti-entropy peers, so
 	// repeated calls cover everyone deterministically.
 	lagCursor, peerCursor int
