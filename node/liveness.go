@@ -171,11 +171,13 @@ type protocol struct {
 	overlayStale      bool
 	// overlayKey digests the overlay's input (see OverlayKey): sums of
 	// keyOf over the live members not leaving, each one's labelled term
-	// kept in overlayTerms. overlayKeyStale says the live set or the
-	// leaving changed since it was summed, and it is summed again when
-	// asked for; a label changes one term.
+	// kept in overlayTerms by vector clock slot (summed: whether it is in
+	// the sum). overlayKeyStale says the live set or the leaving changed
+	// since it was summed, and it is summed again when asked for; a label
+	// changes one term.
 	overlayKey      OverlayKey
-	overlayTerms    map[string]uint64
+	overlayTerms    []uint64
+	overlaySummed   []bool
 	overlayKeyStale bool
 	// withholders counts the members suspected of withholding
 	// (memberInfo.withholding).
@@ -808,14 +810,22 @@ func (n *Node) currentOverlayKey() OverlayKey {
 	if p.overlayKeyStale || p.overlayTerms == nil {
 		p.overlayKeyStale = false
 		p.overlayKey = OverlayKey{}
-		p.overlayTerms = make(map[string]uint64, len(n.liveList))
+		slots := len(n.vc.high)
+		p.overlayTerms = slices.Grow(p.overlayTerms[:0], slots)[:slots]
+		p.overlaySummed = slices.Grow(p.overlaySummed[:0], slots)[:slots]
+		clear(p.overlaySummed)
 		for _, m := range n.liveList {
 			if n.Leaving(m) {
 				continue
 			}
 			site := n.siteOf(m)
 			t := keyOf(m, site)
-			p.overlayTerms[m] = t
+			q := n.vc.intern(m) // a live member has its slot already
+			if q >= len(p.overlayTerms) {
+				p.overlayTerms = append(p.overlayTerms, make([]uint64, q+1-len(p.overlayTerms))...)
+				p.overlaySummed = append(p.overlaySummed, make([]bool, q+1-len(p.overlaySummed))...)
+			}
+			p.overlayTerms[q], p.overlaySummed[q] = t, true
 			p.overlayKey.Labelled += t
 			p.overlayKey.Members += keyOf(m, "")
 			if site == "" {
@@ -831,10 +841,10 @@ func (n *Node) currentOverlayKey() OverlayKey {
 // hears P - 1 labels.
 func (n *Node) relabel(m, from, to string) {
 	p := &n.proto
-	if t, ok := p.overlayTerms[m]; ok && !p.overlayKeyStale {
+	if q := n.vc.slot(m); q >= 0 && q < len(p.overlaySummed) && p.overlaySummed[q] && !p.overlayKeyStale {
 		nt := keyOf(m, to)
-		p.overlayKey.Labelled += nt - t
-		p.overlayTerms[m] = nt
+		p.overlayKey.Labelled += nt - p.overlayTerms[q]
+		p.overlayTerms[q] = nt
 		switch {
 		case from == "" && to != "":
 			p.overlayKey.Unlabelled--
