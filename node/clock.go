@@ -15,9 +15,10 @@ import "slices"
 // cost of a large simulation. The core finds an origin's slot once per
 // update (slot) and reads by it (getAt, hasAt, addAt).
 type VectorClock struct {
-	slots map[string]int
-	// names[i] is the origin of slot i.
-	names []string
+	table *SlotTable
+	// interned[i] is whether this clock interned slot i: a shared table
+	// (Config.Slots) holds other cores' origins too.
+	interned []bool
 	// high[i] is the entry of slot i; set[i] whether it was ever written
 	// (Snapshot lists those, zeros included).
 	high []uint64
@@ -26,22 +27,48 @@ type VectorClock struct {
 	ahead []map[uint64]struct{}
 }
 
-// NewVectorClock returns an empty vector clock (every entry 0).
-func NewVectorClock() *VectorClock {
-	return &VectorClock{slots: map[string]int{}}
+// SlotTable gives origins their slots. A vector clock has its own, unless
+// the cores of one goroutine (a simulator's) share one (Config.Slots):
+// origins are the same everywhere, and a map by id in each core cost each
+// about 40 bytes per member. Not safe for concurrent use.
+type SlotTable struct {
+	slots map[string]int
+	// names[i] is the origin of slot i.
+	names []string
 }
 
-// newVectorClockFor returns an empty vector clock with room for n origins:
-// a simulated core interns P members at its start, and slices grown one
-// origin at a time held up to twice that.
-func newVectorClockFor(n int) *VectorClock {
-	return &VectorClock{slots: make(map[string]int, n), names: make([]string, 0, n),
+// NewSlotTable returns an empty table with room for n origins.
+func NewSlotTable(n int) *SlotTable {
+	return &SlotTable{slots: make(map[string]int, n), names: make([]string, 0, n)}
+}
+
+func (t *SlotTable) intern(q string) int {
+	if i, ok := t.slots[q]; ok {
+		return i
+	}
+	i := len(t.names)
+	t.slots[q] = i
+	t.names = append(t.names, q)
+	return i
+}
+
+// NewVectorClock returns an empty vector clock (every entry 0).
+func NewVectorClock() *VectorClock { return newVectorClockOn(nil, 0) }
+
+// newVectorClockOn returns an empty vector clock on table (its own when
+// nil) with room for n origins: a simulated core interns P members at its
+// start, and slices grown one origin at a time held up to twice that.
+func newVectorClockOn(table *SlotTable, n int) *VectorClock {
+	if table == nil {
+		table = NewSlotTable(n)
+	}
+	return &VectorClock{table: table, interned: make([]bool, 0, n),
 		high: make([]uint64, 0, n), set: make([]bool, 0, n), ahead: make([]map[uint64]struct{}, 0, n)}
 }
 
 // slot returns q's slot, or -1 when q was never added.
 func (v *VectorClock) slot(q string) int {
-	if i, ok := v.slots[q]; ok {
+	if i, ok := v.table.slots[q]; ok && i < len(v.interned) && v.interned[i] {
 		return i
 	}
 	return -1
@@ -49,20 +76,20 @@ func (v *VectorClock) slot(q string) int {
 
 // intern returns q's slot, making one when q has none.
 func (v *VectorClock) intern(q string) int {
-	if i, ok := v.slots[q]; ok {
-		return i
+	i := v.table.intern(q)
+	if i >= len(v.high) {
+		grow := i + 1 - len(v.high)
+		v.interned = append(v.interned, make([]bool, grow)...)
+		v.high = append(v.high, make([]uint64, grow)...)
+		v.set = append(v.set, make([]bool, grow)...)
+		v.ahead = append(v.ahead, make([]map[uint64]struct{}, grow)...)
 	}
-	i := len(v.high)
-	v.slots[q] = i
-	v.names = append(v.names, q)
-	v.high = append(v.high, 0)
-	v.set = append(v.set, false)
-	v.ahead = append(v.ahead, nil)
+	v.interned[i] = true
 	return i
 }
 
 // nameAt returns the origin of slot i.
-func (v *VectorClock) nameAt(i int) string { return v.names[i] }
+func (v *VectorClock) nameAt(i int) string { return v.table.names[i] }
 
 // Get returns the contiguous high-water mark of origin q.
 func (v *VectorClock) Get(q string) uint64 { return v.getAt(v.slot(q)) }
@@ -185,9 +212,9 @@ func (v *VectorClock) Min(members []string) uint64 {
 // Snapshot returns a copy of the contiguous entries, keyed by origin.
 func (v *VectorClock) Snapshot() map[string]uint64 {
 	out := make(map[string]uint64, len(v.high))
-	for q, i := range v.slots {
-		if v.set[i] {
-			out[q] = v.high[i]
+	for i, ok := range v.interned {
+		if ok && v.set[i] {
+			out[v.nameAt(i)] = v.high[i]
 		}
 	}
 	return out
@@ -196,9 +223,9 @@ func (v *VectorClock) Snapshot() map[string]uint64 {
 // Origins returns the origins with a non-zero entry, sorted.
 func (v *VectorClock) Origins() []string {
 	out := make([]string, 0, len(v.high))
-	for q, i := range v.slots {
-		if v.high[i] > 0 {
-			out = append(out, q)
+	for i, ok := range v.interned {
+		if ok && v.high[i] > 0 {
+			out = append(out, v.nameAt(i))
 		}
 	}
 	slices.Sort(out)

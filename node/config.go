@@ -105,6 +105,10 @@ type Config struct {
 	// nodes driven by one goroutine may share: a node is done with it when
 	// its training step returns. Nil gives the node its own.
 	Scratch *model.Scratch
+	// Slots, when set, gives origins their vector clock slots for the
+	// nodes driven by one goroutine, such as a simulator's (see
+	// SlotTable). Nil gives the node its own.
+	Slots *SlotTable
 	// Queues, when set, holds the emptied outbox queues of the nodes
 	// driven by one goroutine, such as a simulator's (see QueuePool). Nil
 	// gives the node its own.

@@ -235,7 +235,7 @@ func New(cfg Config) (*Node, error) {
 		live:          live,
 		liveList:      slices.Clone(members),
 		router:        router,
-		vc:            newVectorClockFor(len(members)),
+		vc:            newVectorClockOn(cfg.Slots, len(members)),
 		pending:       map[uint64][]pendingUpdate{},
 		outbox:        map[string][]Update{},
 		sampler:       newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),

@@ -224,6 +224,7 @@ type sim struct {
 	rows     *node.RowStore
 	scratch  model.Scratch
 	queues   node.QueuePool
+	slots    *node.SlotTable
 	shuffled *dataset.Dataset
 	// routers holds the overlays of the live sets nodes have, keyed by
 	// the set and its site labels.
@@ -339,6 +340,7 @@ func newSim(cfg Config) (*sim, error) {
 	// store remembers the digests of the updates the cache holds, which
 	// are those the cores add to their rows but for late ones.
 	s.rows = node.NewRowStore(s.mdl.NumParams(), p*(cfg.Staleness+3))
+	s.slots = node.NewSlotTable(p)
 	for i := range cfg.Nodes {
 		s.nodes = append(s.nodes, &simNode{idx: i, id: s.ids[i], site: i % cfg.WAN.Sites, alive: true, slow: 1})
 	}
@@ -396,6 +398,7 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		SharedRows:    s.rows,
 		Scratch:       &s.scratch,
 		Queues:        &s.queues,
+		Slots:         s.slots,
 		Start:         start,
 		Admission:     admission,
 		Tracer:        &s.rejected,
