@@ -122,7 +122,7 @@ func (n *Node) supersede(member string) {
 		if mn, mi := SplitMember(m); mn != name || mi >= inc || m == n.cfg.ID {
 			continue
 		}
-		if _, gone := n.left[m]; gone || (!n.live[m] && !n.Suspected(m)) {
+		if _, gone := n.left[m]; gone || (!n.live.up(m) && !n.Suspected(m)) {
 			continue
 		}
 		n.DeclareDead(m)

@@ -209,7 +209,7 @@ func (n *Node) acceptFrom(from string, u Update, q int) RejectReason {
 	// A gap of at most History rows holds nothing its origin, at the
 	// mesh's pace, has stopped keeping.
 	past := n.committedClock-n.vc.getAt(q) > uint64(n.sc.History)
-	if late && past && from != u.Origin && n.live[u.Origin] {
+	if late && past && from != u.Origin && n.live.up(u.Origin) {
 		if shown, ok := n.lateShown[u.Origin]; !ok || u.Clock < shown {
 			return RejectLateRelayed
 		}
@@ -305,7 +305,7 @@ func (n *Node) keepsCutOff(m string) bool {
 // lack nothing gone any more: its rejoin is called off; otherwise it goes
 // through another member whose gone updates it lacks.
 func (n *Node) reviewRejoin() {
-	if n.live[n.proto.rejoin] && n.lacksGone(n.proto.rejoin) {
+	if n.live.up(n.proto.rejoin) && n.lacksGone(n.proto.rejoin) {
 		return
 	}
 	for _, m := range n.liveList {

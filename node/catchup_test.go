@@ -113,8 +113,8 @@ func TestLyingAboutGoneUpdatesStallsNobody(t *testing.T) {
 		t.Errorf("%d rejoins decided through the liar, want at most one per honest node", decided["a/1"])
 	}
 	for _, id := range honest {
-		if n.nodes[id].live["a/1"] || n.nodes[id].Rejoining() != "" {
-			t.Errorf("%s: liar live %v, rejoining through %q", id, n.nodes[id].live["a/1"], n.nodes[id].Rejoining())
+		if n.nodes[id].live.up("a/1") || n.nodes[id].Rejoining() != "" {
+			t.Errorf("%s: liar live %v, rejoining through %q", id, n.nodes[id].live.up("a/1"), n.nodes[id].Rejoining())
 		}
 	}
 }

@@ -361,7 +361,7 @@ func (n *Node) detect() {
 			continue
 		}
 		silent := p.tick - i.heard
-		live := n.live[m]
+		live := n.live.up(m)
 		if !live {
 			// Its hold on the gate counts from when it is live again.
 			i.blockedSince = 0
@@ -380,13 +380,13 @@ func (n *Node) detect() {
 			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent, Waiting: true})
 			p.membershipChanged = true
-		case n.live[m] && silent >= suspect && !i.spoke && !n.foundedWith(m):
+		case n.live.up(m) && silent >= suspect && !i.spoke && !n.foundedWith(m):
 			// Admitted, never heard from: no update of it can be in any
 			// row, so it keeps no share of the step (a made-up joiner).
 			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
-		case n.live[m] && silent >= suspect:
+		case n.live.up(m) && silent >= suspect:
 			n.Suspect(m)
 			p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
@@ -394,7 +394,7 @@ func (n *Node) detect() {
 			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
-		case n.live[m]:
+		case n.live.up(m):
 			n.detectWithholding(m, q, i, dead)
 		}
 	}
@@ -633,7 +633,7 @@ func (n *Node) onHello(a Announcement) RejectReason {
 	i.seq, i.round, i.clock = a.Seq, a.Round, a.Clock
 	i.heard, i.spoke = n.proto.tick, true
 	// Suspected(a.Member) with one live lookup: it has not left (above).
-	up, known := n.live[a.Member]
+	up, known := n.live.get(a.Member)
 	switch {
 	case !known && n.isMember(a.Member):
 		n.heard(a.Member)
@@ -701,7 +701,7 @@ func (n *Node) StartLeave() {
 	// they would take this node for dead after their timeouts.
 	p.unacked = map[string]bool{}
 	for _, m := range n.members {
-		if m != n.cfg.ID && !n.Leaving(m) && (n.live[m] || n.Suspected(m)) {
+		if m != n.cfg.ID && !n.Leaving(m) && (n.live.up(m) || n.Suspected(m)) {
 			p.unacked[m] = true
 		}
 	}

@@ -287,11 +287,11 @@ func TestNewIncarnationSupersedesOld(t *testing.T) {
 	n.flush()
 	for _, id := range []string{"a/1", "c/1"} {
 		s := n.nodes[id]
-		if s.live["b/1"] || s.Suspected("b/1") || !s.live["b/2"] {
-			t.Fatalf("%s: b/1 live %v suspected %v, b/2 live %v; want b/1 dead, b/2 live", id, s.live["b/1"], s.Suspected("b/1"), s.live["b/2"])
+		if s.live.up("b/1") || s.Suspected("b/1") || !s.live.up("b/2") {
+			t.Fatalf("%s: b/1 live %v suspected %v, b/2 live %v; want b/1 dead, b/2 live", id, s.live.up("b/1"), s.Suspected("b/1"), s.live.up("b/2"))
 		}
 		s.Receive("x", oldHello)
-		if s.Stats().Rejected[RejectStaleIncarnation] != 1 || s.live["b/1"] {
+		if s.Stats().Rejected[RejectStaleIncarnation] != 1 || s.live.up("b/1") {
 			t.Fatalf("%s: an old incarnation's hello was not refused as stale: %v", id, s.Stats().Rejected)
 		}
 	}
@@ -337,7 +337,7 @@ func TestRetriedJoinThroughSecondDonor(t *testing.T) {
 		n.runUntilDone(400)
 		for _, id := range []string{"a/1", "d/1"} {
 			s := n.nodes[id]
-			if s.live["j/1"] {
+			if s.live.up("j/1") {
 				t.Errorf("dropAdmit=%v: %s still waits for j/1", dropAdmit, id)
 			}
 			if s.entryOf["j/2"] != adm.Entry {
@@ -396,7 +396,7 @@ func TestSilentMemberSuspectedThenDead(t *testing.T) {
 				t.Errorf("a suspected c but divides the step by %d, want 3", a.Shares())
 			}
 		}
-		if !a.Suspected("c/1") && !a.live["c/1"] {
+		if !a.Suspected("c/1") && !a.live.up("c/1") {
 			deadAt = a.Ticks() - start
 		}
 	}
@@ -495,7 +495,7 @@ func TestLeaverWaitedForThenDeclaredDead(t *testing.T) {
 			t.Fatalf("tick %d after the notice: leaving %v, want %v", i, a.Leaving("b/1"), i < 10)
 		}
 	}
-	if a.live["b/1"] || a.Suspected("b/1") {
+	if a.live.up("b/1") || a.Suspected("b/1") {
 		t.Fatal("b is still waited for")
 	}
 }
@@ -537,8 +537,8 @@ func TestAdmitNeedsJoinRequestAndIsCapped(t *testing.T) {
 	for _, sig := range [][]byte{nil, n.joinSig("b/9", "c/1"), n.joinSig("b/8", "a/1")} {
 		c.Receive("a/1", admit("b/9", sig))
 	}
-	if got := c.Stats().Rejected[RejectForgedAnnouncement]; got != 3 || c.isMember("b/9") || !c.live["b/1"] {
-		t.Fatalf("forged admits: %d rejected, b/9 member %v, b/1 live %v", got, c.isMember("b/9"), c.live["b/1"])
+	if got := c.Stats().Rejected[RejectForgedAnnouncement]; got != 3 || c.isMember("b/9") || !c.live.up("b/1") {
+		t.Fatalf("forged admits: %d rejected, b/9 member %v, b/1 live %v", got, c.isMember("b/9"), c.live.up("b/1"))
 	}
 	// Made-up joiners with their own keys: the first MaxSilentAdmits count.
 	for i := range MaxSilentAdmits + 2 {
@@ -648,8 +648,8 @@ func TestRefusedTrafficIsNoSignOfLife(t *testing.T) {
 		n.round()
 	}
 	a, b := n.nodes["a/1"], n.nodes["b/1"]
-	if !a.Done() || !b.Done() || a.live["c/1"] || b.live["c/1"] {
-		t.Fatalf("a done %v at %d, b done %v at %d, c live at a %v, at b %v", a.Done(), a.Clock(), b.Done(), b.Clock(), a.live["c/1"], b.live["c/1"])
+	if !a.Done() || !b.Done() || a.live.up("c/1") || b.live.up("c/1") {
+		t.Fatalf("a done %v at %d, b done %v at %d, c live at a %v, at b %v", a.Done(), a.Clock(), b.Done(), b.Clock(), a.live.up("c/1"), b.live.up("c/1"))
 	}
 	if got := a.Stats().Rejected[RejectStaleHello]; got == 0 {
 		t.Fatal("the replayed hello was not refused")

@@ -198,7 +198,7 @@ func (n *Node) standInForMissing(model []float64) {
 		}
 		present := 0
 		for _, p := range n.pendingRow(c) {
-			if n.live[n.origin(p)] {
+			if n.live.up(n.origin(p)) {
 				present++
 			}
 		}

@@ -37,7 +37,7 @@ func (n *Node) Rows() Snapshot {
 		// A member that joined above the rows' clock has nothing up to its
 		// entry; saying so keeps the joiner from waiting for those clocks.
 		entry := n.entryOf[m]
-		e := MemberEntry{ID: m, Live: n.live[m], Entry: entry, High: max(min(n.vc.Get(m), n.committedClock), entry)}
+		e := MemberEntry{ID: m, Live: n.live.up(m), Entry: entry, High: max(min(n.vc.Get(m), n.committedClock), entry)}
 		e.Last, e.Left = n.left[m]
 		for c := range n.vc.aheadOf(m) {
 			if c <= n.committedClock {
@@ -77,7 +77,7 @@ func (n *Node) start(s *Snapshot) error {
 			return fmt.Errorf("%w: member %q holds up to %d, above the rows' clock %d", ErrSnapshot, e.ID, e.High, s.Clock)
 		}
 		n.insertMember(e.ID)
-		n.live[e.ID] = e.Live
+		n.live.set(e.ID, e.Live)
 		n.proto.overlayKeyStale = true
 		n.vc.Set(e.ID, e.High)
 		if e.ID != n.cfg.ID && e.Entry > 0 {
@@ -97,7 +97,7 @@ func (n *Node) start(s *Snapshot) error {
 	// The joiner's own updates start after the rows' clock; whatever the
 	// snapshot said of this id (a member id is never reused) is replaced.
 	n.insertMember(n.cfg.ID)
-	n.live[n.cfg.ID] = true
+	n.live.set(n.cfg.ID, true)
 	n.vc.Set(n.cfg.ID, s.Clock)
 	n.entries += s.Clock
 	n.setEntry(n.cfg.ID, s.Clock)
@@ -181,7 +181,7 @@ func (n *Node) markLeft(id string, last uint64) {
 		n.left, n.leaving = map[string]uint64{}, map[string]uint64{}
 	}
 	n.left[id] = last
-	if n.live[id] {
+	if n.live.up(id) {
 		n.leaving[id] = last
 		n.proto.overlayKeyStale = true
 	}

@@ -54,7 +54,7 @@ type Node struct {
 	members []string
 	// memberSlots are members' vector clock slots, in the same order.
 	memberSlots []int
-	live        map[string]bool
+	live        liveSet
 	// liveList is the live members, sorted; lagHint indexes the member that
 	// last held a check back, where the next check starts, which makes the
 	// gate and commit checks O(1) per message in the common case instead of
@@ -218,10 +218,6 @@ func New(cfg Config) (*Node, error) {
 	if _, ok := slices.BinarySearch(members, cfg.ID); !ok && cfg.Start == nil {
 		return nil, fmt.Errorf("node: id %s is not among the members", cfg.ID)
 	}
-	live := make(map[string]bool, len(members))
-	for _, m := range members {
-		live[m] = true
-	}
 	router := cfg.Router
 	if router == nil {
 		router = NewFullMesh(members)
@@ -232,7 +228,6 @@ func New(cfg Config) (*Node, error) {
 		replied:       map[string]int{},
 		digestChecked: map[string]uint64{},
 		members:       members,
-		live:          live,
 		liveList:      slices.Clone(members),
 		router:        router,
 		vc:            newVectorClockOn(cfg.Slots, len(members)),
@@ -247,7 +242,9 @@ func New(cfg Config) (*Node, error) {
 		n.tracer = NoTracer{}
 	}
 	n.memberSlots = make([]int, 0, len(n.members))
+	n.live = liveSet{vc: n.vc, state: make([]uint8, 0, len(members))}
 	for _, m := range n.members {
+		n.live.set(m, true)
 		n.memberSlots = append(n.memberSlots, n.vc.intern(m))
 	}
 	n.liveSlots = slices.Clone(n.memberSlots) // every member starts live
@@ -308,11 +305,11 @@ func (n *Node) Live() []string { return slices.Clone(n.liveList) }
 
 // setLive marks a member up or down and rebuilds the live list.
 func (n *Node) setLive(id string, up bool) {
-	n.live[id] = up
+	n.live.set(id, up)
 	n.proto.overlayKeyStale = true
 	n.liveList, n.liveSlots = n.liveList[:0], n.liveSlots[:0]
 	for _, m := range n.members {
-		if n.live[m] {
+		if n.live.up(m) {
 			n.liveList = append(n.liveList, m)
 			n.liveSlots = append(n.liveSlots, n.vc.intern(m))
 		}
@@ -360,7 +357,7 @@ func (n *Node) Done() bool {
 // peerDown is the view part of PeerDown: the live set, the gate and the
 // commit.
 func (n *Node) peerDown(id string) {
-	if id == n.cfg.ID || !n.live[id] {
+	if id == n.cfg.ID || !n.live.up(id) {
 		return
 	}
 	n.setLive(id, false)

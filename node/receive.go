@@ -212,7 +212,7 @@ func (n *Node) pendingRow(c uint64) []pendingUpdate {
 // route queues u for the next hops the router gives for this node.
 func (n *Node) route(u Update) {
 	for _, hop := range n.currentRouter().Forward(u.Origin, n.cfg.ID) {
-		if hop == n.cfg.ID || hop == u.Origin || !n.live[hop] || n.Leaving(hop) {
+		if hop == n.cfg.ID || hop == u.Origin || !n.live.up(hop) || n.Leaving(hop) {
 			continue
 		}
 		q, ok := n.outbox[hop]
@@ -291,7 +291,7 @@ func (n *Node) Rejections() uint64 { return n.rejections }
 func (n *Node) Relays(origin string) []string {
 	var out []string
 	for _, hop := range n.currentRouter().Forward(origin, n.cfg.ID) {
-		if hop != n.cfg.ID && hop != origin && n.live[hop] {
+		if hop != n.cfg.ID && hop != origin && n.live.up(hop) {
 			out = append(out, hop)
 		}
 	}

@@ -42,10 +42,10 @@ func (n *Node) suspect(id string) {
 	if _, gone := n.left[id]; gone {
 		return
 	}
-	if n.live[id] {
+	if n.live.up(id) {
 		n.peerDown(id)
 	}
-	delete(n.live, id)
+	n.live.forget(id)
 }
 
 // declareDead is the view part of DeclareDead.
@@ -54,15 +54,71 @@ func (n *Node) declareDead(id string) {
 		n.peerDown(id)
 		return
 	}
-	n.live[id] = false
+	n.live.set(id, false)
 }
+
+// liveSet is what a node knows of its members' liveness, by vector clock
+// slot: up, down, or not known (suspected: see Suspect). A map by id cost
+// each simulated core about 40 bytes per member; this is one.
+type liveSet struct {
+	vc    *VectorClock
+	state []uint8
+	known int
+}
+
+const (
+	liveUnknown uint8 = iota
+	liveDown
+	liveUp
+)
+
+// get reports whether m is up, and whether its liveness is known.
+func (l *liveSet) get(m string) (up, known bool) {
+	i := l.vc.slot(m)
+	if i < 0 || i >= len(l.state) {
+		return false, false
+	}
+	return l.state[i] == liveUp, l.state[i] != liveUnknown
+}
+
+// up reports whether m is up.
+func (l *liveSet) up(m string) bool {
+	up, _ := l.get(m)
+	return up
+}
+
+// set records m as up or down.
+func (l *liveSet) set(m string, up bool) {
+	i := l.vc.intern(m)
+	if i >= len(l.state) {
+		l.state = append(l.state, make([]uint8, i+1-len(l.state))...)
+	}
+	if l.state[i] == liveUnknown {
+		l.known++
+	}
+	l.state[i] = liveDown
+	if up {
+		l.state[i] = liveUp
+	}
+}
+
+// forget makes m's liveness not known.
+func (l *liveSet) forget(m string) {
+	if i := l.vc.slot(m); i >= 0 && i < len(l.state) && l.state[i] != liveUnknown {
+		l.state[i] = liveUnknown
+		l.known--
+	}
+}
+
+// len returns how many members' liveness is known.
+func (l *liveSet) len() int { return l.known }
 
 // Suspected reports whether member id is suspected (see Suspect).
 func (n *Node) Suspected(id string) bool {
 	if _, gone := n.left[id]; gone || !n.isMember(id) {
 		return false
 	}
-	_, known := n.live[id]
+	_, known := n.live.get(id)
 	return !known
 }
 
@@ -70,11 +126,11 @@ func (n *Node) Suspected(id string) bool {
 // ones, the node itself included, and the suspected ones.
 func (n *Node) Shares() int {
 	k := len(n.liveList)
-	if len(n.live) == len(n.members) {
+	if n.live.len() == len(n.members) {
 		return k // nobody is suspected
 	}
 	for _, m := range n.members {
-		if _, known := n.live[m]; !known {
+		if _, known := n.live.get(m); !known {
 			if _, gone := n.left[m]; !gone {
 				k++
 			}

@@ -304,7 +304,7 @@ type keptUpdate struct {
 
 // peerUp is the view part of PeerUp.
 func (n *Node) peerUp(id string) {
-	if id == n.cfg.ID || n.live[id] {
+	if id == n.cfg.ID || n.live.up(id) {
 		return
 	}
 	if _, ok := slices.BinarySearch(n.members, id); !ok {
@@ -359,7 +359,7 @@ func (n *Node) Leave(id string, last uint64) {
 func (n *Node) updateDegraded() {
 	n.degraded = false
 	for _, m := range n.members {
-		if _, gone := n.left[m]; !n.live[m] && !gone {
+		if _, gone := n.left[m]; !n.live.up(m) && !gone {
 			n.degraded = true
 			return
 		}
@@ -545,7 +545,7 @@ func (n *Node) retainAt(i int, origin string, r retained) {
 	}
 	// The cheap tests before the live lookup.
 	keepCutOff := origin != n.cfg.ID && n.cutOff != nil && n.keepsCutOff(origin)
-	if origin != n.cfg.ID && !n.degraded && !keepCutOff && droppable(log[0]) && n.live[origin] {
+	if origin != n.cfg.ID && !n.degraded && !keepCutOff && droppable(log[0]) && n.live.up(origin) {
 		for drop < len(log) && droppable(log[drop]) {
 			drop++
 		}
