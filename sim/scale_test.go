@@ -129,3 +129,23 @@ func TestSimScale(t *testing.T) {
 		against("join.txt", 10)
 	}
 }
+
+// Of the cores that commit the same rows, one computes each shared view
+// and the others take it: a view no core holds any more is kept for the
+// cores behind (node.RowStore). When it was not, the first core to reach
+// a view moved on before the next came, and nearly every core computed
+// every view itself (at P = 128 about one per node and iteration, 768
+// here).
+func TestSimCoresComputeEachViewOnce(t *testing.T) {
+	const p, iters = 128, 6
+	cfg := simConfig(t, p, iters, 1)
+	s, r := runSim(t, cfg)
+	if !r.Invariants.OK {
+		t.Fatalf("invariants: %+v", r.Invariants)
+	}
+	// A fold point every 64 updates: p/64 a row, iters rows.
+	want := uint64(p / 64 * iters)
+	if s.rows.Computed > 2*want || s.rows.Taken < uint64(p*iters) {
+		t.Fatalf("%d views computed, %d taken; want at most %d computed (one per fold point and row: %d) and at least %d taken", s.rows.Computed, s.rows.Taken, 2*want, want, p*iters)
+	}
+}
