@@ -180,7 +180,7 @@ func (n *Node) CheckAdmit(joiner string, joinSig []byte) error {
 		return fmt.Errorf("%w: this member fell behind the frame history and is rejoining", ErrAdmit)
 	}
 	name, inc := SplitMember(joiner)
-	if cur, ok := n.proto.peers[name]; ok && inc <= cur {
+	if cur, ok := n.peerInc(name); ok && inc <= cur {
 		return fmt.Errorf("%w: incarnation %d of %s is not above the %d already admitted", ErrAdmit, inc, name, cur)
 	}
 	return nil

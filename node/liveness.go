@@ -144,7 +144,11 @@ type protocol struct {
 	// for none); Node.info finds it by id. A map by id beside it cost
 	// each simulated core about 40 bytes per member.
 	infoAt []*memberInfo
-	peers  map[string]uint64 // peer name → highest incarnation admitted
+	// peers[i] is the highest incarnation admitted on the peer name of
+	// slot i of the vector clock's table, if peerKnown[i]: a map by name
+	// cost each simulated core about 40 bytes per member.
+	peers     []uint64
+	peerKnown []bool
 	// Own hellos and round time.
 	helloSeq, lastHello  uint64
 	round, lastTrainTick uint64
@@ -202,7 +206,8 @@ const admitResends = 3
 func (n *Node) initProtocol() {
 	n.proto.infoAt = make([]*memberInfo, 0, len(n.members))
 	n.proto.withholders = 0
-	n.proto.peers = map[string]uint64{}
+	n.proto.peers = make([]uint64, 0, len(n.members))
+	n.proto.peerKnown = make([]bool, 0, len(n.members))
 	for _, m := range n.members {
 		n.trackMember(m)
 	}
@@ -218,8 +223,8 @@ func (n *Node) trackMember(m string) {
 		n.proto.infoAt[q] = &memberInfo{heard: n.proto.tick}
 	}
 	name, inc := SplitMember(m)
-	if cur, ok := n.proto.peers[name]; !ok || inc > cur {
-		n.proto.peers[name] = inc
+	if cur, ok := n.peerInc(name); !ok || inc > cur {
+		n.setPeerInc(name, inc)
 	}
 }
 
@@ -301,10 +306,31 @@ func (n *Node) Addrs(member string) []string {
 	return nil
 }
 
+// peerInc returns the highest incarnation admitted on peer name, and
+// whether there is one.
+func (n *Node) peerInc(name string) (uint64, bool) {
+	i, ok := n.vc.table.slots[name]
+	if !ok || i >= len(n.proto.peers) || !n.proto.peerKnown[i] {
+		return 0, false
+	}
+	return n.proto.peers[i], true
+}
+
+// setPeerInc records inc as the highest incarnation admitted on name.
+func (n *Node) setPeerInc(name string, inc uint64) {
+	i := n.vc.table.intern(name)
+	if i >= len(n.proto.peers) {
+		grow := i + 1 - len(n.proto.peers)
+		n.proto.peers = append(n.proto.peers, make([]uint64, grow)...)
+		n.proto.peerKnown = append(n.proto.peerKnown, make([]bool, grow)...)
+	}
+	n.proto.peers[i], n.proto.peerKnown[i] = inc, true
+}
+
 // MemberOf returns the member id of the newest incarnation admitted on
 // peer name, or "" when no member runs on it.
 func (n *Node) MemberOf(name string) string {
-	inc, ok := n.proto.peers[name]
+	inc, ok := n.peerInc(name)
 	if !ok {
 		return ""
 	}
@@ -583,7 +609,7 @@ func (n *Node) step(a Announcement) RejectReason {
 		return RejectForgedAnnouncement
 	}
 	name, inc := SplitMember(a.Member)
-	if cur, ok := n.proto.peers[name]; ok && inc < cur && a.Kind != KindLeaveAck {
+	if cur, ok := n.peerInc(name); ok && inc < cur && a.Kind != KindLeaveAck {
 		return RejectStaleIncarnation
 	}
 	switch a.Kind {

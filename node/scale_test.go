@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -197,5 +198,24 @@ func TestQueuePoolBounded(t *testing.T) {
 	q := p.get()
 	if len(q) != 0 || cap(q) != 8 || q[:1][0].Frame != nil {
 		t.Fatalf("queue from the pool: len %d cap %d, first slot %+v; want empty, cleared, capacity kept", len(q), cap(q), q[:1][0])
+	}
+}
+
+// The highest incarnation admitted on a peer name is kept by the slot of
+// the name, every incarnation included, the largest one too.
+func TestPeerIncarnationsBySlot(t *testing.T) {
+	n := newPnet(t, []string{"a/1", "b/1"}, 4).nodes["a/1"]
+	if inc, ok := n.peerInc("b"); !ok || inc != 1 {
+		t.Fatalf("b: incarnation %d, known %v; want 1", inc, ok)
+	}
+	if _, ok := n.peerInc("zz"); ok {
+		t.Fatal("a name never admitted is known")
+	}
+	n.setPeerInc("zz", math.MaxUint64)
+	if inc, ok := n.peerInc("zz"); !ok || inc != math.MaxUint64 {
+		t.Fatalf("zz: incarnation %d, known %v; want the largest", inc, ok)
+	}
+	if got := n.MemberOf("b"); got != "b/1" {
+		t.Fatalf("MemberOf(b) = %q", got)
 	}
 }
