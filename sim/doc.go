@@ -15,7 +15,9 @@
 //   - config.go: the configuration, its defaults and their checks.
 //   - sim.go: building the nodes and the run loop. The cores share what
 //     is the same between them: a decode cache, the committed views of
-//     the same rows (node.RowStore) and a gradient scratch.
+//     the same rows (node.RowStore), a gradient scratch, the table of
+//     origin slots (node.SlotTable) and the spare outbox queues
+//     (node.QueuePool).
 //   - overlay.go: the overlays the cores route over, built once per input.
 //   - members.go: joins, rejoins by snapshot, leaves and stops.
 //   - queue.go: the event queue and the trace hash.
