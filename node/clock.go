@@ -52,6 +52,15 @@ func (t *SlotTable) intern(q string) int {
 	return i
 }
 
+// reach returns s grown with zero values to hold index i: the slices a
+// node keeps by slot grow as slots are interned.
+func reach[T any](s []T, i int) []T {
+	if i < len(s) {
+		return s
+	}
+	return append(s, make([]T, i+1-len(s))...)
+}
+
 // NewVectorClock returns an empty vector clock (every entry 0).
 func NewVectorClock() *VectorClock { return newVectorClockOn(nil, 0) }
 
@@ -77,13 +86,7 @@ func (v *VectorClock) slot(q string) int {
 // intern returns q's slot, making one when q has none.
 func (v *VectorClock) intern(q string) int {
 	i := v.table.intern(q)
-	if i >= len(v.high) {
-		grow := i + 1 - len(v.high)
-		v.interned = append(v.interned, make([]bool, grow)...)
-		v.high = append(v.high, make([]uint64, grow)...)
-		v.set = append(v.set, make([]bool, grow)...)
-		v.ahead = append(v.ahead, make([]map[uint64]struct{}, grow)...)
-	}
+	v.interned, v.high, v.set, v.ahead = reach(v.interned, i), reach(v.high, i), reach(v.set, i), reach(v.ahead, i)
 	v.interned[i] = true
 	return i
 }

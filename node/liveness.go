@@ -216,9 +216,7 @@ func (n *Node) initProtocol() {
 // trackMember records a member the core now has in its list.
 func (n *Node) trackMember(m string) {
 	q := n.vc.intern(m)
-	for len(n.proto.infoAt) <= q {
-		n.proto.infoAt = append(n.proto.infoAt, nil)
-	}
+	n.proto.infoAt = reach(n.proto.infoAt, q)
 	if n.proto.infoAt[q] == nil {
 		n.proto.infoAt[q] = &memberInfo{heard: n.proto.tick}
 	}
@@ -319,11 +317,7 @@ func (n *Node) peerInc(name string) (uint64, bool) {
 // setPeerInc records inc as the highest incarnation admitted on name.
 func (n *Node) setPeerInc(name string, inc uint64) {
 	i := n.vc.table.intern(name)
-	if i >= len(n.proto.peers) {
-		grow := i + 1 - len(n.proto.peers)
-		n.proto.peers = append(n.proto.peers, make([]uint64, grow)...)
-		n.proto.peerKnown = append(n.proto.peerKnown, make([]bool, grow)...)
-	}
+	n.proto.peers, n.proto.peerKnown = reach(n.proto.peers, i), reach(n.proto.peerKnown, i)
 	n.proto.peers[i], n.proto.peerKnown[i] = inc, true
 }
 
@@ -836,10 +830,8 @@ func (n *Node) currentOverlayKey() OverlayKey {
 	if p.overlayKeyStale || p.overlayTerms == nil {
 		p.overlayKeyStale = false
 		p.overlayKey = OverlayKey{}
-		slots := len(n.vc.high)
-		p.overlayTerms = slices.Grow(p.overlayTerms[:0], slots)[:slots]
-		p.overlaySummed = slices.Grow(p.overlaySummed[:0], slots)[:slots]
-		clear(p.overlaySummed)
+		// reach (below) zeroes what it grows over.
+		p.overlayTerms, p.overlaySummed = p.overlayTerms[:0], p.overlaySummed[:0]
 		for _, m := range n.liveList {
 			if n.Leaving(m) {
 				continue
@@ -847,10 +839,7 @@ func (n *Node) currentOverlayKey() OverlayKey {
 			site := n.siteOf(m)
 			t := keyOf(m, site)
 			q := n.vc.intern(m) // a live member has its slot already
-			if q >= len(p.overlayTerms) {
-				p.overlayTerms = append(p.overlayTerms, make([]uint64, q+1-len(p.overlayTerms))...)
-				p.overlaySummed = append(p.overlaySummed, make([]bool, q+1-len(p.overlaySummed))...)
-			}
+			p.overlayTerms, p.overlaySummed = reach(p.overlayTerms, q), reach(p.overlaySummed, q)
 			p.overlayTerms[q], p.overlaySummed[q] = t, true
 			p.overlayKey.Labelled += t
 			p.overlayKey.Members += keyOf(m, "")

@@ -126,13 +126,8 @@ func (n *Node) insertMember(id string) bool {
 // lookup finds both its entries and its frames.
 func (n *Node) indexMember(id string) {
 	i := n.vc.intern(id)
-	for len(n.memberAt) <= i {
-		n.memberAt = append(n.memberAt, false)
-	}
+	n.memberAt, n.logs = reach(n.memberAt, i), reach(n.logs, i)
 	n.memberAt[i] = true
-	for len(n.logs) <= i {
-		n.logs = append(n.logs, nil)
-	}
 }
 
 // memberSlot returns member id's slot (see indexMember), or -1 when id is

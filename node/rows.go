@@ -238,22 +238,20 @@ func (n *Node) foldRows() {
 	}
 	s := n.cfg.SharedRows
 	old := n.rows
-	switch r, ok := s.byKey[n.foldKey]; {
-	case ok:
+	r, ok := s.byKey[n.foldKey]
+	if ok {
 		r.refs++
-		n.rows = r
-		s.release(old)
 		s.Taken++
-	default:
+	} else {
 		// Not in place, though no other core holds old: the cores behind
 		// may still need it (RowStore.idle).
-		r := &sharedRows{key: n.foldKey, vals: s.copyOf(old.vals), refs: 1, stored: true}
+		r = &sharedRows{key: n.foldKey, vals: s.copyOf(old.vals), refs: 1, stored: true}
 		n.addFold(r.vals)
 		s.byKey[r.key] = r
-		n.rows = r
-		s.release(old)
 		s.Computed++
 	}
+	n.rows = r
+	s.release(old)
 	n.committed = n.rows.vals
 	clear(n.fold)
 	n.fold = n.fold[:0]

@@ -90,9 +90,7 @@ func (l *liveSet) up(m string) bool {
 // set records m as up or down.
 func (l *liveSet) set(m string, up bool) {
 	i := l.vc.intern(m)
-	if i >= len(l.state) {
-		l.state = append(l.state, make([]uint8, i+1-len(l.state))...)
-	}
+	l.state = reach(l.state, i)
 	if l.state[i] == liveUnknown {
 		l.known++
 	}
