@@ -110,7 +110,7 @@ func (n *Node) sendOwnSince(member string, entry uint64) {
 	}
 	for _, r := range n.logs[i] {
 		if r.clock > entry {
-			n.outbox[member] = append(n.outbox[member], Update{Origin: n.cfg.ID, Clock: r.clock, Frame: r.frame, Sig: r.sig})
+			n.outbox[member] = append(n.outbox[member], queued{n.cfg.ID, r.keptUpdate})
 		}
 	}
 }

@@ -49,7 +49,7 @@ func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
 		}
 		b, c := kept("b"), kept("c")
 		label := fmt.Sprintf("shared cache %v", shared)
-		if !bytes.Equal(b, c) || !bytes.Equal(b, nodes["a"].lastOwn.Frame) {
+		if !bytes.Equal(b, c) || !bytes.Equal(b, nodes["a"].lastOwn.frame) {
 			t.Fatalf("%s: b and c keep different bytes for a's frame", label)
 		}
 		if same := &b[0] == &c[0]; same != shared {

@@ -102,7 +102,10 @@ type Node struct {
 	residual *model.PagedVec
 	// factorAcc is reused by every factor frame this node rebuilds.
 	factorAcc sfb.Accumulator
-	outbox    map[string][]Update
+	// outbox holds what goes to each next hop with the next Ready: kept
+	// entries, not copies of the updates, since a simulated core queues
+	// about P relays at a time (72 bytes each as Updates, 24 as queued).
+	outbox map[string][]queued
 	// spares holds emptied outbox queues, kept for their capacity
 	// (Config.Queues, or the node's own).
 	spares *QueuePool
@@ -111,7 +114,7 @@ type Node struct {
 	refused map[UpdateID]bool
 	// lastOwn is the update the last Train made, frame and signature, as
 	// its next hops receive it, kept for retransmission.
-	lastOwn Update
+	lastOwn *keptUpdate
 	stats   Stats
 	// joinedAt is the clock a node started from a snapshot began at; left
 	// holds the last clock of members that left (see Leave), and leaving
@@ -150,8 +153,10 @@ type Node struct {
 	degraded  bool
 	syncStats SyncStats
 	fresh     []int
-	// slots are the member slots of the updates Receive is handling.
+	// slots are the member slots of the updates Receive is handling, and
+	// kept the entries kept for those it applied (nil for the others).
 	slots []int
+	kept  []*keptUpdate
 	proto protocol
 	// gone holds, per origin, the clock up to which it said its updates
 	// are gone (see catchup.go).
@@ -232,7 +237,7 @@ func New(cfg Config) (*Node, error) {
 		router:        router,
 		vc:            newVectorClockOn(cfg.Slots, len(members)),
 		pending:       map[uint64][]pendingUpdate{},
-		outbox:        map[string][]Update{},
+		outbox:        map[string][]queued{},
 		sampler:       newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
 		stats:         Stats{Rejected: map[RejectReason]uint64{}},
 		digestEvery:   DigestEvery(cfg.Model.NumParams()),
@@ -585,11 +590,28 @@ const maxSpareQueues = 64
 // was a large part of routing. Nodes driven by one goroutine, such as a
 // simulator's, may share one (Config.Queues): each kept up to
 // maxSpareQueues of its own, grown to the largest batch it had sent, and at
-// P = 1024 those were 193 MB of a 1.3 GB heap. Not safe for concurrent use.
-type QueuePool struct{ queues [][]Update }
+// P = 1024 those were 193 MB of a 1.3 GB heap. It also holds the updates an
+// envelope is written from (see ready). Not safe for concurrent use.
+type QueuePool struct {
+	queues [][]queued
+	batch  []Update
+}
+
+// queued is an update waiting in an outbox: its origin and the entry kept
+// for it (clock, frame and signature), which the node's log of kept frames
+// and, in a simulator, the other cores share.
+type queued struct {
+	origin string
+	*keptUpdate
+}
+
+// update is q as it goes on the wire.
+func (q queued) update() Update {
+	return Update{Origin: q.origin, Clock: q.clock, Frame: q.frame, Sig: q.sig}
+}
 
 // get returns a spare queue, empty, or nil.
-func (p *QueuePool) get() []Update {
+func (p *QueuePool) get() []queued {
 	if len(p.queues) == 0 {
 		return nil
 	}
@@ -600,12 +622,21 @@ func (p *QueuePool) get() []Update {
 }
 
 // put keeps q, emptied, unless the pool is full.
-func (p *QueuePool) put(q []Update) {
+func (p *QueuePool) put(q []queued) {
 	if len(p.queues) == maxSpareQueues {
 		return
 	}
 	clear(q)
 	p.queues = append(p.queues, q[:0])
+}
+
+// updates returns q as Updates, in a slice that is valid until the next call.
+func (p *QueuePool) updates(q []queued) []Update {
+	p.batch = p.batch[:0]
+	for _, e := range q {
+		p.batch = append(p.batch, e.update())
+	}
+	return p.batch
 }
 
 // hasReady reports whether updates are queued for ready.
@@ -624,7 +655,7 @@ func (n *Node) ready() Ready {
 	slices.Sort(hops)
 	rd := Ready{Messages: make([]Message, 0, len(hops))}
 	for _, h := range hops {
-		for _, data := range encodeEnvelopes(n.outbox[h], MaxEnvelopeBytes) {
+		for _, data := range encodeEnvelopes(n.spares.updates(n.outbox[h]), MaxEnvelopeBytes) {
 			rd.Messages = append(rd.Messages, Message{To: h, Data: data})
 			n.stats.MessagesSent++
 			n.stats.BytesSent += uint64(len(data))
@@ -634,6 +665,7 @@ func (n *Node) ready() Ready {
 		n.spares.put(q)
 	}
 	clear(n.outbox)
+	clear(n.spares.batch)
 	return rd
 }
 

@@ -25,14 +25,19 @@ func (n *Node) receive(from string, data []byte) {
 }
 
 // receiveUpdates is receive for a decoded envelope; slots[i] is the member
-// slot of updates[i]'s origin (memberSlot).
+// slot of updates[i]'s origin (memberSlot). n.kept[i] is set to the entry
+// kept for each update applied, which its relays and the log of kept
+// frames share.
 func (n *Node) receiveUpdates(from string, updates []Update, slots []int) {
+	n.kept = slices.Grow(n.kept[:0], len(updates))[:len(updates)]
+	clear(n.kept)
 	for i, u := range updates {
 		if reason := n.acceptFrom(from, u, slots[i]); reason != "" {
 			n.reject(reason)
 			continue
 		}
-		n.route(u)
+		n.kept[i] = n.keep(u.Clock, u.Frame, u.Sig).keptUpdate
+		n.route(u.Origin, n.kept[i])
 	}
 	n.retireLeavers()
 	n.commit()
@@ -209,18 +214,19 @@ func (n *Node) pendingRow(c uint64) []pendingUpdate {
 	return list
 }
 
-// route queues u for the next hops the router gives for this node.
-func (n *Node) route(u Update) {
-	for _, hop := range n.currentRouter().Forward(u.Origin, n.cfg.ID) {
-		if hop == n.cfg.ID || hop == u.Origin || !n.live.up(hop) || n.Leaving(hop) {
+// route queues origin's update k for the next hops the router gives for
+// this node.
+func (n *Node) route(origin string, k *keptUpdate) {
+	for _, hop := range n.currentRouter().Forward(origin, n.cfg.ID) {
+		if hop == n.cfg.ID || hop == origin || !n.live.up(hop) || n.Leaving(hop) {
 			continue
 		}
 		q, ok := n.outbox[hop]
 		if !ok {
 			q = n.spares.get()
 		}
-		n.outbox[hop] = append(q, u)
-		if u.Origin != n.cfg.ID {
+		n.outbox[hop] = append(q, queued{origin, k})
+		if origin != n.cfg.ID {
 			n.stats.UpdatesRelayed++
 		}
 	}

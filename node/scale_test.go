@@ -190,13 +190,13 @@ func TestQueuePoolBounded(t *testing.T) {
 		t.Fatalf("an empty pool gave %v", q)
 	}
 	for range maxSpareQueues + 3 {
-		p.put(append(make([]Update, 0, 8), Update{Origin: "a/1", Frame: []byte{1}}))
+		p.put(append(make([]queued, 0, 8), queued{"a/1", &keptUpdate{clock: 1, frame: []byte{1}}}))
 	}
 	if len(p.queues) != maxSpareQueues {
 		t.Fatalf("pool keeps %d queues, want %d", len(p.queues), maxSpareQueues)
 	}
 	q := p.get()
-	if len(q) != 0 || cap(q) != 8 || q[:1][0].Frame != nil {
+	if len(q) != 0 || cap(q) != 8 || q[:1][0] != (queued{}) {
 		t.Fatalf("queue from the pool: len %d cap %d, first slot %+v; want empty, cleared, capacity kept", len(q), cap(q), q[:1][0])
 	}
 }

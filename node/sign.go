@@ -125,8 +125,13 @@ func (n *Node) sendOwn(t uint64, frame []byte, decoded codec.Sparse) error {
 		u.Sig = sig
 	}
 	n.screen().own(decoded, len(n.committed))
-	n.lastOwn = u
-	n.route(u)
+	n.lastOwn = &keptUpdate{clock: u.Clock, frame: u.Frame, sig: u.Sig}
+	if c := n.cfg.DecodeCache; c != nil {
+		if k := c.kept(u.Clock, u.Frame, u.Sig); k != nil {
+			n.lastOwn = k
+		}
+	}
+	n.route(n.cfg.ID, n.lastOwn)
 	return nil
 }
 
@@ -137,7 +142,7 @@ func (n *Node) skip(u Update) {
 		return
 	}
 	n.markRefused(UpdateID{Origin: u.Origin, Clock: u.Clock})
-	n.route(u)
+	n.route(u.Origin, n.keep(u.Clock, u.Frame, u.Sig).keptUpdate)
 }
 
 // RejectMarkedRefused counts updates a node's starting snapshot marked as

@@ -435,7 +435,11 @@ func (n *Node) Receive(from string, data []byte) {
 		if repeated(updates, n.fresh, k) {
 			continue
 		}
-		n.retainAt(q, u.Origin, n.keep(u.Clock, u.Frame, u.Sig))
+		r := retained{n.kept[i]}
+		if r.keptUpdate == nil { // heard but refused (skip)
+			r = n.keep(u.Clock, u.Frame, u.Sig)
+		}
+		n.retainAt(q, u.Origin, r)
 	}
 	// A member's own updates applied are a sign of life; what it passes on
 	// of others' is not (an honest relay says hello anyway), nor are
@@ -490,14 +494,7 @@ func (n *Node) Train() error {
 	if n.clock == clock {
 		return nil // a local step: nothing to send yet
 	}
-	u := n.lastOwn
-	r := retained{&keptUpdate{clock: u.Clock, frame: u.Frame, sig: u.Sig}}
-	if c := n.cfg.DecodeCache; c != nil {
-		if k := c.kept(u.Clock, u.Frame, u.Sig); k != nil {
-			r = retained{k}
-		}
-	}
-	n.retain(u.Origin, r)
+	n.retain(n.cfg.ID, retained{n.lastOwn})
 	return nil
 }
 
@@ -620,8 +617,8 @@ func (n *Node) handleSync(from string, data []byte) {
 			continue
 		}
 		for ; j < len(log) && log[j].clock <= limit; j++ {
-			u := Update{Origin: e.Origin, Clock: log[j].clock, Frame: log[j].frame, Sig: log[j].sig}
-			size := updateWireBytes(u)
+			u := queued{e.Origin, log[j].keptUpdate}
+			size := updateWireBytes(u.update())
 			// One update larger than the whole budget still goes, alone,
 			// or it could never be fetched.
 			if used+size > n.sc.MaxReplyBytes && used > 0 {
@@ -631,7 +628,7 @@ func (n *Node) handleSync(from string, data []byte) {
 			used += size
 			n.outbox[from] = append(n.outbox[from], u)
 			n.syncStats.UpdatesResent++
-			n.syncStats.ResentBytes += uint64(len(u.Frame))
+			n.syncStats.ResentBytes += uint64(len(u.frame))
 		}
 	}
 }
