@@ -58,7 +58,7 @@ func (n *Node) verifyJoin(joiner, donor string, sig []byte) bool {
 func (n *Node) silentAdmits(signer string) int {
 	k := 0
 	for _, m := range n.members {
-		if i := n.info(m); i != nil && i.admittedBy == signer && !i.spoke {
+		if i := n.info(m); i != nil && i.admittedBy() == signer && !i.spoke {
 			k++
 		}
 	}
@@ -84,7 +84,9 @@ func (n *Node) canAdmit(signer string, entry uint64) bool {
 func (n *Node) admit(member string, entry uint64, by string) {
 	n.AddMember(member, entry)
 	n.trackMember(member)
-	n.info(member).admittedBy = by
+	if i := n.info(member); by != "" || i.extra != nil {
+		i.more().admittedBy = by
+	}
 	n.supersede(member)
 	n.proto.events = append(n.proto.events, Event{Kind: EventJoined, Member: member, Clock: entry, By: by})
 	n.proto.membershipChanged = true

@@ -35,6 +35,27 @@ type SlotTable struct {
 	slots map[string]int
 	// names[i] is the origin of slot i.
 	names []string
+	// start is the last member list a node on this table started with, and
+	// its slots (see startLists).
+	start      []string
+	startSlots []int
+}
+
+// startLists returns a member list equal to members, sorted, and its
+// slots, to be shared by the nodes on this table that start with it: P
+// simulated cores start with one list, and a copy of it and of its slots
+// in each, for the members and again for the live ones, cost each core 48
+// bytes per member. The slices are clipped, so an insertion copies them;
+// a node rebuilds its own live list on the first change (Node.setLive).
+func (t *SlotTable) startLists(members []string) ([]string, []int) {
+	if !slices.Equal(t.start, members) {
+		t.start = slices.Clip(members)
+		t.startSlots = make([]int, len(members))
+		for i, m := range members {
+			t.startSlots[i] = t.intern(m)
+		}
+	}
+	return t.start, t.startSlots
 }
 
 // NewSlotTable returns an empty table with room for n origins.

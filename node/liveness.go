@@ -116,12 +116,11 @@ const (
 )
 
 // memberInfo is what the protocol knows of one member. A simulated core
-// holds one per member, so the flags come last, together (112 bytes, not
-// 128 with each after a word).
+// holds one per member, so what few members have is kept apart (extra) and
+// the flags come last, together: 80 bytes (128 with each flag after a word
+// and the rare fields inline).
 type memberInfo struct {
 	heard uint64 // tick last heard
-	// admittedBy is who admitted it.
-	admittedBy string
 	// blockedSince is the tick since which the member has held the gate
 	// with its entry at withheld; withholding is set once it is suspected
 	// for that, until its entry passes withheld.
@@ -129,12 +128,43 @@ type memberInfo struct {
 	seq                    uint64 // last hello sequence number
 	round                  uint64 // milliticks per iteration, from its hellos
 	clock                  uint64 // last announced clock
-	addrs                  []string
 	site                   string // last announced site label
+	extra                  *memberExtra
 	// spoke is set once the member itself was heard (a hello or a direct
 	// message).
 	spoke       bool
 	withholding bool
+}
+
+// memberExtra is what only some members have: who admitted a joiner, and
+// the addresses a member announced (a simulated one announces none).
+type memberExtra struct {
+	admittedBy string
+	addrs      []string
+}
+
+// admittedBy is who admitted the member ("" for one this node started with).
+func (i *memberInfo) admittedBy() string {
+	if i.extra == nil {
+		return ""
+	}
+	return i.extra.admittedBy
+}
+
+// addrs are the addresses the member last announced.
+func (i *memberInfo) addrs() []string {
+	if i.extra == nil {
+		return nil
+	}
+	return i.extra.addrs
+}
+
+// more returns i's extra record, made on first use.
+func (i *memberInfo) more() *memberExtra {
+	if i.extra == nil {
+		i.extra = new(memberExtra)
+	}
+	return i.extra
 }
 
 // protocol is the membership state of a node.
@@ -299,7 +329,7 @@ func (n *Node) SetAddrs(addrs []string) { n.proto.addrs = slices.Clone(addrs) }
 // Addrs returns the addresses member last announced.
 func (n *Node) Addrs(member string) []string {
 	if i := n.info(member); i != nil {
-		return slices.Clone(i.addrs)
+		return slices.Clone(i.addrs())
 	}
 	return nil
 }
@@ -425,7 +455,7 @@ func (n *Node) detect() {
 // before this node heard them.
 func (n *Node) foundedWith(m string) bool {
 	i := n.info(m)
-	return i != nil && i.admittedBy == ""
+	return i != nil && i.admittedBy() == ""
 }
 
 // detectWithholding suspects a live member whose updates this node's gate
@@ -641,8 +671,8 @@ func (n *Node) onHello(a Announcement) RejectReason {
 	if a.Seq <= i.seq {
 		return RejectStaleHello
 	}
-	if !slices.Equal(i.addrs, a.Addrs) {
-		i.addrs = slices.Clone(a.Addrs)
+	if !slices.Equal(i.addrs(), a.Addrs) {
+		i.more().addrs = slices.Clone(a.Addrs)
 		n.proto.events = append(n.proto.events, Event{Kind: EventAddrs, Member: a.Member})
 	}
 	if i.site != a.Site {

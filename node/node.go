@@ -61,9 +61,12 @@ type Node struct {
 	// a scan of every member.
 	liveList []string
 	// liveSlots are liveList's vector clock slots, in the same order.
-	liveSlots []int
-	lagHint   int
-	router    Router
+	// liveShared says both are still the shared start lists (New), which
+	// setLive must not write.
+	liveSlots  []int
+	liveShared bool
+	lagHint    int
+	router     Router
 
 	clock     uint64
 	vc        *VectorClock
@@ -232,8 +235,6 @@ func New(cfg Config) (*Node, error) {
 		sc:            sc,
 		replied:       map[string]int{},
 		digestChecked: map[string]uint64{},
-		members:       members,
-		liveList:      slices.Clone(members),
 		router:        router,
 		vc:            newVectorClockOn(cfg.Slots, len(members)),
 		pending:       map[uint64][]pendingUpdate{},
@@ -246,13 +247,16 @@ func New(cfg Config) (*Node, error) {
 	if n.tracer == nil {
 		n.tracer = NoTracer{}
 	}
-	n.memberSlots = make([]int, 0, len(n.members))
+	// Every member starts live: the live list is the member list until it
+	// changes, and both are shared with the nodes on the same slot table
+	// that start with the same members.
+	n.members, n.memberSlots = n.vc.table.startLists(members)
+	n.liveList, n.liveSlots, n.liveShared = n.members, n.memberSlots, true
 	n.live = liveSet{vc: n.vc, state: make([]uint8, 0, len(members))}
 	for _, m := range n.members {
 		n.live.set(m, true)
-		n.memberSlots = append(n.memberSlots, n.vc.intern(m))
+		n.vc.intern(m)
 	}
-	n.liveSlots = slices.Clone(n.memberSlots) // every member starts live
 	if n.scratch = cfg.Scratch; n.scratch == nil {
 		n.scratch = new(model.Scratch)
 	}
@@ -312,6 +316,10 @@ func (n *Node) Live() []string { return slices.Clone(n.liveList) }
 func (n *Node) setLive(id string, up bool) {
 	n.live.set(id, up)
 	n.proto.overlayKeyStale = true
+	if n.liveShared {
+		n.liveList, n.liveSlots = make([]string, 0, len(n.members)), make([]int, 0, len(n.members))
+		n.liveShared = false
+	}
 	n.liveList, n.liveSlots = n.liveList[:0], n.liveSlots[:0]
 	for _, m := range n.members {
 		if n.live.up(m) {

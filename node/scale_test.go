@@ -219,3 +219,39 @@ func TestPeerIncarnationsBySlot(t *testing.T) {
 		t.Fatalf("MemberOf(b) = %q", got)
 	}
 }
+
+// Nodes on one slot table that start with the same members share the
+// member and live lists, and a change in one (a member down, a member
+// added) leaves the others' lists as they were.
+func TestStartListsSharedUntilChanged(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	net := &pnet{t: t, nodes: map[string]*Node{}, auth: macAuth{mesh: "m"}, iters: 4}
+	table := NewSlotTable(len(ids))
+	for i, id := range ids {
+		cfg := net.config(id, i, slices.Clone(ids), nil)
+		cfg.Slots = table
+		net.add(id, cfg)
+	}
+	a, b, c := net.nodes["a/1"], net.nodes["b/1"], net.nodes["c/1"]
+	if &a.members[0] != &b.members[0] || &a.liveList[0] != &c.liveList[0] || &a.memberSlots[0] != &b.liveSlots[0] {
+		t.Fatal("nodes starting with one member list each hold a copy")
+	}
+	c.PeerDown("a/1")
+	b.insertMember("d/1")
+	if want := []string{"b/1", "c/1"}; !slices.Equal(c.Live(), want) {
+		t.Fatalf("c's live list %v, want %v", c.Live(), want)
+	}
+	if want := []string{"a/1", "b/1", "c/1", "d/1"}; !slices.Equal(b.Members(), want) {
+		t.Fatalf("b's members %v, want %v", b.Members(), want)
+	}
+	for _, n := range []*Node{a, c} {
+		if !slices.Equal(n.Members(), ids) || len(n.memberSlots) != len(ids) {
+			t.Fatalf("%s's members %v (%d slots) changed with another node's", n.cfg.ID, n.Members(), len(n.memberSlots))
+		}
+	}
+	for _, n := range []*Node{a, b} {
+		if !slices.Equal(n.Live(), ids) || !slices.Equal(n.liveSlots, table.startSlots) {
+			t.Fatalf("%s's live list %v (slots %v) changed with another node's", n.cfg.ID, n.Live(), n.liveSlots)
+		}
+	}
+}
