@@ -166,7 +166,7 @@ type OverlayKey struct {
 // concurrent use, and the updates it returns are shared: nodes only read
 // them.
 type DecodeCache struct {
-	entries map[string]decoded
+	entries map[string]*decoded
 	fifo    []string
 	limit   int
 }
@@ -174,6 +174,8 @@ type DecodeCache struct {
 type decoded struct {
 	u      *codec.Sparse
 	reason RejectReason
+	// norm is u's L2 norm, which every node's screen reads (Robust.check).
+	norm float64
 	// frame is a copy of the frame that the nodes keeping it for
 	// retransmission share, instead of a copy each (Node.keep), and kept
 	// their entry for it, made by the first.
@@ -183,41 +185,45 @@ type decoded struct {
 
 // NewDecodeCache returns a cache of the last limit distinct frames.
 func NewDecodeCache(limit int) *DecodeCache {
-	return &DecodeCache{entries: make(map[string]decoded, limit), limit: max(limit, 1)}
+	return &DecodeCache{entries: make(map[string]*decoded, limit), limit: max(limit, 1)}
 }
 
-func (c *DecodeCache) get(frame []byte) (decoded, bool) {
-	d, ok := c.entries[string(frame)]
-	return d, ok
-}
+func (c *DecodeCache) get(frame []byte) *decoded { return c.entries[string(frame)] }
 
 // kept returns the entry the nodes keep for frame as an update of clock
 // with signature sig, or nil when the cache does not hold frame.
 func (c *DecodeCache) kept(clock uint64, frame, sig []byte) *keptUpdate {
-	d, ok := c.entries[string(frame)]
-	if !ok {
-		return nil
+	if d := c.get(frame); d != nil {
+		return d.keep(clock, sig)
 	}
+	return nil
+}
+
+// keep returns the entry the nodes keep for d's frame as an update of
+// clock with signature sig.
+func (d *decoded) keep(clock uint64, sig []byte) *keptUpdate {
 	if k := d.kept; k != nil && k.clock == clock && bytes.Equal(k.sig, sig) {
 		return k
 	}
 	k := &keptUpdate{clock: clock, frame: d.frame, sig: slices.Clone(sig)}
 	if d.kept == nil {
 		d.kept = k
-		c.entries[string(frame)] = d
 	}
 	return k
 }
 
-func (c *DecodeCache) put(frame []byte, d decoded) {
+// put adds d as what frame decodes to and returns the cache's entry.
+func (c *DecodeCache) put(frame []byte, d decoded) *decoded {
 	if len(c.fifo) >= c.limit {
 		delete(c.entries, c.fifo[0])
 		c.fifo = c.fifo[1:]
 	}
 	key := string(frame)
 	d.frame = slices.Clone(frame)
-	c.entries[key] = d
+	e := &d
+	c.entries[key] = e
 	c.fifo = append(c.fifo, key)
+	return e
 }
 
 // FactorMode selects how a softmax node sends its updates.

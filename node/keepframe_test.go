@@ -61,3 +61,29 @@ func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
 		}
 	}
 }
+
+// An update that comes twice in one envelope is applied once and kept by
+// neither copy (which of the two passed the checks is not known), while
+// one that comes once is kept; the second copy counts as a duplicate.
+func TestUpdateTwiceInOneEnvelopeIsAppliedOnceAndNotKept(t *testing.T) {
+	net := newPnet(t, []string{"a/1", "b/1", "c/1"}, 4)
+	a, b, c := net.nodes["a/1"], net.nodes["b/1"], net.nodes["c/1"]
+	if err := a.Train(); err != nil {
+		t.Fatal(err)
+	}
+	u := a.lastOwn.update("a/1")
+	b.Receive("a/1", EncodeEnvelope([]Update{u, u}))
+	c.Receive("a/1", EncodeEnvelope([]Update{u}))
+	if !b.vc.Has("a/1", u.Clock) || !c.vc.Has("a/1", u.Clock) {
+		t.Fatal("the update was not applied")
+	}
+	if got := b.stats.Rejected[RejectDuplicate]; got != 1 {
+		t.Fatalf("b counted %d duplicates, want 1", got)
+	}
+	if log := b.logs[b.memberSlot("a/1")]; len(log) != 0 {
+		t.Fatalf("b keeps %d frames of an update that came twice, want none", len(log))
+	}
+	if log := c.logs[c.memberSlot("a/1")]; len(log) != 1 {
+		t.Fatalf("c keeps %d frames of an update that came once, want 1", len(log))
+	}
+}

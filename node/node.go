@@ -158,9 +158,14 @@ type Node struct {
 	fresh     []int
 	// slots are the member slots of the updates Receive is handling, and
 	// kept the entries kept for those it applied (nil for the others).
-	slots []int
-	kept  []*keptUpdate
-	proto protocol
+	slots      []int
+	kept       []*keptUpdate
+	duplicates bool
+	// decoded is the decode cache's entry for decodedFrame, the frame
+	// decode saw last (see keepDecoded).
+	decoded      *decoded
+	decodedFrame []byte
+	proto        protocol
 	// gone holds, per origin, the clock up to which it said its updates
 	// are gone (see catchup.go).
 	gone map[string]uint64
@@ -614,9 +619,7 @@ type queued struct {
 }
 
 // update is q as it goes on the wire.
-func (q queued) update() Update {
-	return Update{Origin: q.origin, Clock: q.clock, Frame: q.frame, Sig: q.sig}
-}
+func (q queued) update() Update { return q.keptUpdate.update(q.origin) }
 
 // get returns a spare queue, empty, or nil.
 func (p *QueuePool) get() []queued {

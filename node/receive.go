@@ -27,16 +27,18 @@ func (n *Node) receive(from string, data []byte) {
 // receiveUpdates is receive for a decoded envelope; slots[i] is the member
 // slot of updates[i]'s origin (memberSlot). n.kept[i] is set to the entry
 // kept for each update applied, which its relays and the log of kept
-// frames share.
+// frames share, and n.duplicates to whether any was refused as one held.
 func (n *Node) receiveUpdates(from string, updates []Update, slots []int) {
 	n.kept = slices.Grow(n.kept[:0], len(updates))[:len(updates)]
 	clear(n.kept)
+	n.duplicates = false
 	for i, u := range updates {
 		if reason := n.acceptFrom(from, u, slots[i]); reason != "" {
+			n.duplicates = n.duplicates || reason == RejectDuplicate
 			n.reject(reason)
 			continue
 		}
-		n.kept[i] = n.keep(u.Clock, u.Frame, u.Sig).keptUpdate
+		n.kept[i] = n.keepDecoded(u)
 		n.route(u.Origin, n.kept[i])
 	}
 	n.retireLeavers()
@@ -78,7 +80,7 @@ func (n *Node) accept(u Update, q int) RejectReason {
 	decoded, reason := n.decode(u.Frame)
 	var checked codec.Sparse
 	if reason == "" {
-		checked, reason = n.screen().check(*decoded, len(n.committed), n.cfg.Auth != nil)
+		checked, reason = n.screen().checkNorm(*decoded, n.decodedNorm(u.Frame, *decoded), len(n.committed), n.cfg.Auth != nil)
 	}
 	if reason != "" {
 		n.skip(u)
@@ -93,19 +95,52 @@ func (n *Node) accept(u Update, q int) RejectReason {
 
 // decode turns a frame into the update it stands for, or names why it is
 // refused: a codec frame is decoded as is, a factor frame is checked against
-// the model's shape and the norm bound and then rebuilt into the delta.
+// the model's shape and the norm bound and then rebuilt into the delta. With
+// a decode cache, the entry is left in n.decoded for keepDecoded.
 func (n *Node) decode(frame []byte) (*codec.Sparse, RejectReason) {
+	n.decoded, n.decodedFrame = nil, nil
 	c := n.cfg.DecodeCache
 	if c == nil {
 		u, reason := n.decodeFrame(frame)
 		return &u, reason
 	}
-	if d, ok := c.get(frame); ok {
-		return d.u, d.reason
+	d := c.get(frame)
+	if d == nil {
+		u, reason := n.decodeFrame(frame)
+		norm := 0.0
+		if reason == "" {
+			norm = l2(u)
+		}
+		d = c.put(frame, decoded{u: &u, reason: reason, norm: norm})
 	}
-	u, reason := n.decodeFrame(frame)
-	c.put(frame, decoded{u: &u, reason: reason})
-	return &u, reason
+	n.decoded, n.decodedFrame = d, frame
+	return d.u, d.reason
+}
+
+// decodedNorm is the L2 norm of u, which decode just returned for frame:
+// the cache's, computed once for all the nodes sharing it, when it has one.
+func (n *Node) decodedNorm(frame []byte, u codec.Sparse) float64 {
+	if n.sameDecoded(frame) {
+		return n.decoded.norm
+	}
+	return l2(u)
+}
+
+// sameDecoded reports whether frame is the one n.decoded was found for,
+// the same bytes in memory: one message's frames do not move while it is
+// handled, where a comparison of content would cost a second lookup.
+func (n *Node) sameDecoded(frame []byte) bool {
+	f := n.decodedFrame
+	return n.decoded != nil && len(f) == len(frame) && len(f) > 0 && &f[0] == &frame[0]
+}
+
+// keepDecoded is keep for an update accept has just applied: the entry
+// kept comes from the cache's entry decode found, without a second lookup.
+func (n *Node) keepDecoded(u Update) *keptUpdate {
+	if n.sameDecoded(u.Frame) {
+		return n.decoded.keep(u.Clock, u.Sig)
+	}
+	return n.keep(u.Clock, u.Frame, u.Sig).keptUpdate
 }
 
 // sameArrays reports whether a and b are the same keys and values, not

@@ -174,7 +174,12 @@ func l2(u codec.Sparse) float64 {
 // returns the clipped update to apply. size is the number of model
 // parameters. u is not modified (it may be shared through a DecodeCache).
 func (r *Robust) check(u codec.Sparse, size int, signed bool) (codec.Sparse, RejectReason) {
-	norm := l2(u)
+	return r.checkNorm(u, l2(u), size, signed)
+}
+
+// checkNorm is check for an update whose norm is known (a decode cache
+// computes it once for the nodes sharing it).
+func (r *Robust) checkNorm(u codec.Sparse, norm float64, size int, signed bool) (codec.Sparse, RejectReason) {
 	if b := r.NormBound(); b > 0 && norm > b && (signed || r.unsignedToo) {
 		return codec.Sparse{}, RejectNorm
 	}
