@@ -155,7 +155,6 @@ func (n *Node) addMember(id string, entry uint64) {
 	n.setLive(id, true)
 	delete(n.left, id)
 	delete(n.leaving, id)
-	n.proto.overlayKeyStale = true
 	n.commit()
 }
 
@@ -178,7 +177,7 @@ func (n *Node) markLeft(id string, last uint64) {
 	n.left[id] = last
 	if n.live.up(id) {
 		n.leaving[id] = last
-		n.proto.overlayKeyStale = true
+		n.overlayChanged(id)
 	}
 }
 

@@ -320,7 +320,7 @@ func (n *Node) Live() []string { return slices.Clone(n.liveList) }
 // setLive marks a member up or down and rebuilds the live list.
 func (n *Node) setLive(id string, up bool) {
 	n.live.set(id, up)
-	n.proto.overlayKeyStale = true
+	n.overlayChanged(id)
 	if n.liveShared {
 		n.liveList, n.liveSlots = make([]string, 0, len(n.members)), make([]int, 0, len(n.members))
 		n.liveShared = false
@@ -380,7 +380,6 @@ func (n *Node) peerDown(id string) {
 	}
 	n.setLive(id, false)
 	delete(n.leaving, id)
-	n.proto.overlayKeyStale = true
 	// What was queued for it would go nowhere; should it come back, it
 	// pulls what it missed.
 	delete(n.outbox, id)
