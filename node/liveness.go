@@ -259,8 +259,11 @@ func (n *Node) trackMember(m string) {
 }
 
 // info returns member m's record, or nil when m is not tracked.
-func (n *Node) info(m string) *memberInfo {
-	if q := n.vc.slot(m); q >= 0 && q < len(n.proto.infoAt) {
+func (n *Node) info(m string) *memberInfo { return n.infoAt(n.vc.slot(m)) }
+
+// infoAt is info by vector clock slot.
+func (n *Node) infoAt(q int) *memberInfo {
+	if q >= 0 && q < len(n.proto.infoAt) {
 		return n.proto.infoAt[q]
 	}
 	return nil
@@ -379,8 +382,8 @@ func (n *Node) MemberOf(name string) string {
 // slowest live member's rounds.
 func (n *Node) suspectAfter() uint64 {
 	slowest := n.proto.round
-	for _, m := range n.liveList {
-		if i := n.info(m); i != nil {
+	for _, q := range n.liveSlots {
+		if i := n.infoAt(q); i != nil {
 			slowest = max(slowest, i.round)
 		}
 	}
@@ -405,15 +408,13 @@ func (n *Node) detect() {
 	// of it.
 	for k, m := range n.members {
 		q := n.memberSlots[k]
-		var i *memberInfo
-		if q < len(p.infoAt) {
-			i = p.infoAt[q]
-		}
+		i := n.infoAt(q)
 		if m == n.cfg.ID || i == nil {
 			continue
 		}
 		silent := p.tick - i.heard
-		live := n.live.up(m)
+		state := n.live.at(q)
+		live := state == liveUp
 		if !live {
 			// Its hold on the gate counts from when it is live again.
 			i.blockedSince = 0
@@ -426,27 +427,35 @@ func (n *Node) detect() {
 			}
 			continue
 		}
+		if state == liveDown {
+			// Dead or gone, as most silent members are under churn: none of
+			// the cases below holds (a leaving member is live, a suspected
+			// one's liveness not known), and their lookups by id, each tick
+			// for each such member, were a tenth of a churning simulator's
+			// time.
+			continue
+		}
 		switch {
 		case n.Leaving(m) && silent >= suspect:
 			// It left, and its last updates never came.
 			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent, Waiting: true})
 			p.membershipChanged = true
-		case n.live.up(m) && silent >= suspect && !i.spoke && !n.foundedWith(m):
+		case live && silent >= suspect && !i.spoke && !n.foundedWith(m):
 			// Admitted, never heard from: no update of it can be in any
 			// row, so it keeps no share of the step (a made-up joiner).
 			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
-		case n.live.up(m) && silent >= suspect:
+		case live && silent >= suspect:
 			n.Suspect(m)
 			p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
-		case n.Suspected(m) && silent >= dead:
+		case state == liveUnknown && n.Suspected(m) && silent >= dead:
 			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent})
 			p.membershipChanged = true
-		case n.live.up(m):
+		case live:
 			n.detectWithholding(m, q, i, dead)
 		}
 	}
@@ -652,7 +661,10 @@ func (n *Node) step(a Announcement) RejectReason {
 }
 
 func (n *Node) onHello(a Announcement) RejectReason {
-	if !n.isMember(a.Member) {
+	// Every member hears every hello: the member is looked up by id once,
+	// and read by slot after.
+	q := n.memberSlot(a.Member)
+	if q < 0 {
 		if a.CertSigner == "" {
 			return RejectNotAdmitted
 		}
@@ -665,11 +677,17 @@ func (n *Node) onHello(a Announcement) RejectReason {
 		if reason := n.onAdmit(cert, true); reason != "" {
 			return reason
 		}
+		if q = n.memberSlot(a.Member); q < 0 {
+			return RejectNotAdmitted
+		}
 	}
 	if _, gone := n.left[a.Member]; gone {
 		return ""
 	}
-	i := n.info(a.Member)
+	i := n.infoAt(q)
+	if i == nil {
+		return RejectNotAdmitted // a member whose record is not kept yet
+	}
 	if a.Seq <= i.seq {
 		return RejectStaleHello
 	}
@@ -684,12 +702,11 @@ func (n *Node) onHello(a Announcement) RejectReason {
 	}
 	i.seq, i.round, i.clock = a.Seq, a.Round, a.Clock
 	i.heard, i.spoke = n.proto.tick, true
-	// Suspected(a.Member) with one live lookup: it has not left (above).
-	up, known := n.live.get(a.Member)
-	switch {
-	case !known && n.isMember(a.Member):
+	// Suspected(a.Member) by slot: a member that has not left (above).
+	switch n.live.at(q) {
+	case liveUnknown:
 		n.heard(a.Member)
-	case !up:
+	case liveDown:
 		n.PeerUp(a.Member)
 		n.proto.events = append(n.proto.events, Event{Kind: EventBack, Member: a.Member, Clock: a.Clock})
 		n.proto.membershipChanged = true

@@ -74,11 +74,16 @@ const (
 
 // get reports whether m is up, and whether its liveness is known.
 func (l *liveSet) get(m string) (up, known bool) {
-	i := l.vc.slot(m)
+	state := l.at(l.vc.slot(m))
+	return state == liveUp, state != liveUnknown
+}
+
+// at is the liveness of slot i: liveUp, liveDown or liveUnknown.
+func (l *liveSet) at(i int) uint8 {
 	if i < 0 || i >= len(l.state) {
-		return false, false
+		return liveUnknown
 	}
-	return l.state[i] == liveUp, l.state[i] != liveUnknown
+	return l.state[i]
 }
 
 // up reports whether m is up.
