@@ -110,6 +110,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if strings.HasPrefix(*data, dataset.SynthPrefix) {
 		fmt.Fprintf(stderr, "test data: %s\n", test.Name)
 	}
+	if limit := limitMemory(); limit > 0 {
+		fmt.Fprintf(stderr, "memory: soft limit %.1f GiB, nine tenths of what is available (GOMEMLIMIT sets another)\n", float64(limit)/(1<<30))
+	}
 	start := time.Now()
 	var watch model.LossWatch
 	cfg.Progress = func(p sim.Progress) {
