@@ -39,7 +39,7 @@ func (n *Node) receiveUpdates(from string, updates []Update, slots []int) {
 			continue
 		}
 		n.kept[i] = n.keepDecoded(u)
-		n.route(u.Origin, n.kept[i])
+		n.route(n.vc.nameAt(slots[i]), n.kept[i]) // the shared name, not the envelope's copy
 	}
 	n.retireLeavers()
 	n.commit()
