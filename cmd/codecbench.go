@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,22 +28,24 @@ type benchPoint struct {
 // codecResult aggregates one codec over every gradient: byte counts and
 // flips are sums, ratios are over the sums, the error is the mean.
 type codecResult struct {
-	Name           string  `json:"name"`
-	Pairs          int     `json:"pairs"`
-	Bytes          int     `json:"bytes"`
-	RatioVs12B     float64 `json:"ratio_vs_12b"`
-	RatioVs8B      float64 `json:"ratio_vs_8b"`
-	BytesPerKey    float64 `json:"bytes_per_key"`
-	RelL2Error     float64 `json:"rel_l2_error"`
-	SignFlips      int     `json:"sign_flips"`
-	Overestimates  int     `json:"overestimates"`
-	EncodeMPairsS  float64 `json:"encode_mpairs_s"`
-	DecodeMPairsS  float64 `json:"decode_mpairs_s"`
+	Name          string  `json:"name"`
+	Pairs         int     `json:"pairs"`
+	Bytes         int     `json:"bytes"`
+	RatioVs12B    float64 `json:"ratio_vs_12b"`
+	RatioVs8B     float64 `json:"ratio_vs_8b"`
+	BytesPerKey   float64 `json:"bytes_per_key"`
+	RelL2Error    float64 `json:"rel_l2_error"`
+	SignFlips     int     `json:"sign_flips"`
+	Overestimates int     `json:"overestimates"`
+	// EncodeMPairsS and DecodeMPairsS are millions of pairs per CPU-second
+	// of one encode or decode on one core, as timeCodec takes it.
+	EncodeMPairsS  float64 `json:"encode_mpairs_per_cpu_s"`
+	DecodeMPairsS  float64 `json:"decode_mpairs_per_cpu_s"`
 	FactorBytes    int     `json:"factor_bytes,omitempty"`
 	FactorsSmaller int     `json:"factors_smaller,omitempty"`
 	// PerPoint has the measurement of each gradient.
 	PerPoint []codec.Measurement `json:"per_point"`
-	// perPointDecode is each gradient's decode rate, Mpairs/s.
+	// perPointDecode is each gradient's decode rate, Mpairs per CPU-second.
 	perPointDecode []float64
 }
 
@@ -56,7 +60,7 @@ type benchRow struct {
 	RatioVs12B    float64 `json:"ratio_vs_12b"`
 	RelL2Error    float64 `json:"rel_l2_error"`
 	SignFlips     int     `json:"sign_flips"`
-	DecodeMPairsS float64 `json:"decode_mpairs_s"`
+	DecodeMPairsS float64 `json:"decode_mpairs_per_cpu_s"`
 }
 
 type codecBenchReport struct {
@@ -75,7 +79,7 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 	codecs := fs.String("codecs", strings.Join(codec.Names(), ","), "codecs to measure, comma-separated; each a name with optional sketchml options, e.g. sketchml:layout=width (see codec.ParseSpec)")
 	seed := fs.Uint64("seed", 1, "seed of the mini-batch sampling")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the table")
-	asRows := fs.Bool("rows", false, "print one JSON object per line for each codec on each gradient (dataset, point, codec, bytes, ratio, error, decode Mpairs/s) instead of the table")
+	asRows := fs.Bool("rows", false, "print one JSON object per line for each codec on each gradient (dataset, point, codec, bytes, ratio, error, decode Mpairs per CPU-second) instead of the table")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -131,7 +135,7 @@ func runCodecBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return enc.Encode(rep)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "codec\tbytes\tratio vs 12B\tratio vs 8B\tbytes/key\trel L2 error\tsign flips\toverestimates\tencode Mpairs/s\tdecode Mpairs/s\t")
+	fmt.Fprintln(tw, "codec\tbytes\tratio vs 12B\tratio vs 8B\tbytes/key\trel L2 error\tsign flips\toverestimates\tencode Mpairs/cpu-s\tdecode Mpairs/cpu-s\t")
 	for _, r := range rep.Codecs {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.3f\t%.4f\t%d\t%d\t%.1f\t%.1f\t\n", r.Name, r.Bytes, r.RatioVs12B, r.RatioVs8B, r.BytesPerKey, r.RelL2Error, r.SignFlips, r.Overestimates, r.EncodeMPairsS, r.DecodeMPairsS)
 	}
@@ -289,27 +293,65 @@ func measureCodec(name string, c codec.Codec, grads []codec.Sparse, factors []*s
 	return r, nil
 }
 
-// timeCodec returns the mean time of one encode and one decode of g, over
-// enough repetitions to take at least 50 ms each.
+// timeCodec returns the CPU time of one encode and one decode of g, on
+// the thread that runs them (wall time where the system does not say, see
+// threadCPUTime): after one untimed run of each, the median over
+// timingWindows windows of at least timingWindow and three runs each. One
+// short window of wall time moved by 2–3× between runs on a shared
+// machine.
 func timeCodec(c codec.Codec, g codec.Sparse) (enc, dec time.Duration, err error) {
-	var frame []byte
-	reps := 0
-	start := time.Now()
-	for time.Since(start) < 50*time.Millisecond || reps < 3 {
-		if frame, err = c.Encode(frame[:0], g); err != nil {
-			return 0, 0, err
-		}
-		reps++
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	frame, err := c.Encode(nil, g)
+	if err != nil {
+		return 0, 0, err
 	}
-	enc = time.Since(start) / time.Duration(reps)
-	reps = 0
-	start = time.Now()
-	for time.Since(start) < 50*time.Millisecond || reps < 3 {
-		if _, err = codec.Decode(frame); err != nil {
-			return 0, 0, err
-		}
-		reps++
+	if _, err = codec.Decode(frame); err != nil {
+		return 0, 0, err
 	}
-	dec = time.Since(start) / time.Duration(reps)
-	return enc, dec, nil
+	enc, err = medianRun(func() error {
+		frame, err = c.Encode(frame[:0], g)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	dec, err = medianRun(func() error {
+		_, err := codec.Decode(frame)
+		return err
+	})
+	return enc, dec, err
+}
+
+// timingWindows and timingWindow set how timeCodec times: the median of
+// windows of at least this long.
+const (
+	timingWindows = 5
+	timingWindow  = 20 * time.Millisecond
+)
+
+// medianRun returns the median, over timingWindows windows, of the thread's
+// CPU time (or wall time, where it is not known) of one call of f.
+func medianRun(f func() error) (time.Duration, error) {
+	// A collection first, so that the windows do not sweep what the
+	// gradients' training left.
+	runtime.GC()
+	per := make([]time.Duration, 0, timingWindows)
+	for range timingWindows {
+		reps := 0
+		c0, t0 := threadCPUTime(), time.Now()
+		for time.Since(t0) < timingWindow || reps < 3 {
+			if err := f(); err != nil {
+				return 0, err
+			}
+			reps++
+		}
+		took := threadCPUTime() - c0
+		if took <= 0 {
+			took = time.Since(t0)
+		}
+		per = append(per, took/time.Duration(reps))
+	}
+	slices.Sort(per)
+	return per[len(per)/2], nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 )
 
 // Canonical Huffman coding with codes of at most huffMaxBits bits, so one
@@ -195,6 +196,20 @@ type huffDecoder struct {
 	alphabet int
 }
 
+// huffDecoders recycles decoders: allocating one per table, 8 KiB each,
+// was a third of a small frame's decode time. A decoder is done with
+// when its frame is decoded (releaseHuff).
+var huffDecoders = sync.Pool{New: func() any { return new(huffDecoder) }}
+
+// releaseHuff returns the decoders of a decoded frame for reuse.
+func releaseHuff(ds ...*huffDecoder) {
+	for _, d := range ds {
+		if d != nil {
+			huffDecoders.Put(d)
+		}
+	}
+}
+
 // huffDecoderAlloc is what parseHuffTable allocates.
 const huffDecoderAlloc = huffTableSize*2 + 64
 
@@ -216,6 +231,7 @@ func parseHuffTable(b []byte, maxSymbols int, what string) (*huffDecoder, []byte
 	var lens [huffMaxSymbols]uint8
 	kraft := 0
 	used := 0
+	longest := uint8(0)
 	for i := 0; i < int(a); i++ {
 		l := b[i/2] >> (4 * uint(i%2)) & 15
 		if l > huffMaxBits {
@@ -225,6 +241,7 @@ func parseHuffTable(b []byte, maxSymbols int, what string) (*huffDecoder, []byte
 		if l > 0 {
 			kraft += 1 << (huffMaxBits - l)
 			used++
+			longest = max(longest, l)
 		}
 	}
 	if a%2 == 1 && b[need-1]>>4 != 0 {
@@ -236,7 +253,14 @@ func parseHuffTable(b []byte, maxSymbols int, what string) (*huffDecoder, []byte
 	if kraft > huffTableSize {
 		return nil, nil, fmt.Errorf("%w: %s code table is over-subscribed", ErrCorrupt, what)
 	}
-	d := &huffDecoder{alphabet: int(a)}
+	size := 1 << longest
+	d := huffDecoders.Get().(*huffDecoder)
+	d.alphabet = int(a)
+	// The codes fill the first 2^longest entries (unused patterns stay 0),
+	// which repeat up to the table's end, as bits past the longest code
+	// do not change an entry: copying is far cheaper than filling every
+	// code's 2^(12-length) entries one by one.
+	clear(d.table[:size])
 	var codes [huffMaxSymbols]uint16
 	huffCanonical(lens[:a], codes[:a])
 	for s := 0; s < int(a); s++ {
@@ -245,9 +269,12 @@ func parseHuffTable(b []byte, maxSymbols int, what string) (*huffDecoder, []byte
 			continue
 		}
 		e := uint16(s)<<4 | uint16(l)
-		for k := int(codes[s]); k < huffTableSize; k += 1 << l {
+		for k := int(codes[s]); k < size; k += 1 << l {
 			d.table[k] = e
 		}
+	}
+	for k := size; k < huffTableSize; k *= 2 {
+		copy(d.table[k:2*k], d.table[:k])
 	}
 	return d, b[need:], nil
 }

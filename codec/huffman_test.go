@@ -161,3 +161,38 @@ func TestBitIO(t *testing.T) {
 		t.Fatal("overrun not reported")
 	}
 }
+
+// Every entry of a parsed table is the symbol whose code starts the 12
+// bits that index it, or 0 where no code does, whatever table the decoder
+// held before: decoders are recycled, and only the first 2^longest
+// entries are filled by code before they are repeated.
+func TestHuffTableEntriesAfterReuse(t *testing.T) {
+	tables := [][]uint8{
+		huffLengths([]uint32{1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610}), // long codes
+		{1, 2},          // '11' starts no code
+		{2, 0, 3, 3, 1}, // complete, symbol 1 unused
+		{3},             // one symbol: 7 of 8 patterns start no code
+	}
+	for round := range 3 {
+		for i, lens := range tables {
+			d, rest, err := parseHuffTable(appendHuffTable(nil, lens), huffMaxSymbols, "test")
+			if err != nil || len(rest) != 0 {
+				t.Fatalf("table %d: %v (%d bytes left)", i, err, len(rest))
+			}
+			codes := make([]uint16, len(lens))
+			huffCanonical(lens, codes)
+			for k := range huffTableSize {
+				want := uint16(0)
+				for s, l := range lens {
+					if l > 0 && uint16(k)&(1<<l-1) == codes[s] {
+						want = uint16(s)<<4 | uint16(l)
+					}
+				}
+				if d.table[k] != want {
+					t.Fatalf("round %d, table %d: entry %#x is %#x, want %#x", round, i, k, d.table[k], want)
+				}
+			}
+			releaseHuff(d)
+		}
+	}
+}

@@ -255,31 +255,46 @@ func appendReps(dst []byte, reps []float32) []byte {
 
 // parseReps reads len(out) representative magnitudes, which must be finite
 // and strictly increasing, and stores them in out with sign applied.
-func parseReps(p *parser, out []float32, negative bool, what string) {
+func parseReps(p *parser, out []float32, negative bool) {
+	if p.err != nil {
+		return
+	}
+	// The varints are read from a local slice, p.b set once at the end: a
+	// label made per representative, and p.b written per representative
+	// (a write barrier while the collector runs), were half of a small
+	// frame's decode time.
+	what := "positive"
+	if negative {
+		what = "negative"
+	}
+	b := p.b
 	prev := uint64(0)
 	for i := range out {
-		d := p.uvarint(what + " representative")
-		if p.err != nil {
+		d, n := binary.Uvarint(b)
+		if n <= 0 {
+			p.b = b
+			p.uvarint(what + " representative") // the parser's error
 			return
 		}
-		b := d
+		b = b[n:]
+		m := d
 		if i > 0 {
 			// d ≤ 0x7F7FFFFF keeps the sum from wrapping.
-			b = prev + min(d, 0x7F7FFFFF) + 1
+			m = prev + min(d, 0x7F7FFFFF) + 1
 		}
-		if d > 0x7F7FFFFF || b > 0x7F7FFFFF {
-			if p.err == nil {
-				p.err = fmt.Errorf("%w: %s representative %d: %w", ErrCorrupt, what, i, ErrNotFinite)
-			}
+		if d > 0x7F7FFFFF || m > 0x7F7FFFFF {
+			p.b = b
+			p.err = fmt.Errorf("%w: %s representative %d: %w", ErrCorrupt, what, i, ErrNotFinite)
 			return
 		}
-		prev = b
-		v := math.Float32frombits(uint32(b))
+		prev = m
+		v := math.Float32frombits(uint32(m))
 		if negative {
 			v = -v
 		}
 		out[i] = v
 	}
+	p.b = b
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

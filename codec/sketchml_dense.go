@@ -105,8 +105,8 @@ func decodeSketchDense(p *parser, flags byte, frameLen int) (Sparse, error) {
 		return Sparse{}, err
 	}
 	vals := make([]float32, alphabet)
-	parseReps(p, vals[:qpos], false, "positive")
-	parseReps(p, vals[qpos:qpos+qneg], true, "negative")
+	parseReps(p, vals[:qpos], false)
+	parseReps(p, vals[qpos:qpos+qneg], true)
 	if p.err != nil {
 		return Sparse{}, p.err
 	}
@@ -118,6 +118,7 @@ func decodeSketchDense(p *parser, flags byte, frameLen int) (Sparse, error) {
 		if dec, p.b, err = parseHuffTable(p.b, max(1, alphabet), "index"); err != nil {
 			return Sparse{}, err
 		}
+		defer releaseHuff(dec)
 		ln := p.count("index stream length", uint64(len(p.b)))
 		if p.err == nil && n > 8*ln {
 			p.fail("%d indexes cannot fit in %d bytes", n, ln)
