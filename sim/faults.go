@@ -87,6 +87,14 @@ func (s *sim) resolveSteps() error {
 			rs.nodes, rs.churn = []int{*it.slot}, true
 			rs.Text = fmt.Sprintf("%s %d (churn)", st.op, *it.slot)
 		}
+		if st.op == "restart" {
+			if s.restartable == nil {
+				s.restartable = map[int]bool{}
+			}
+			for _, n := range rs.nodes {
+				s.restartable[n] = true
+			}
+		}
 		if st.op == "join" {
 			if s.p+st.count > MaxNodes {
 				return fmt.Errorf("%s: %d more nodes make %d, above the limit of %d", where, st.count, s.p+st.count, MaxNodes)

@@ -89,7 +89,9 @@ func (s *sim) undelivered() uint64 {
 	}
 	origins := slices.Clone(s.retired)
 	for _, n := range s.nodes {
-		origins = append(origins, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
+		if n.core != nil {
+			origins = append(origins, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
+		}
 	}
 	var count uint64
 	for _, origin := range origins {
@@ -117,8 +119,11 @@ func (s *sim) undelivered() uint64 {
 // (on top of those its starting snapshot held) than the distinct updates it
 // holds: nonzero only if one went in twice.
 func (s *sim) appliedTwice() uint64 {
-	var extra uint64
+	extra := s.retiredTwice
 	for _, n := range s.nodes {
+		if n.core == nil {
+			continue
+		}
 		base, applied, held := n.core.Ledger()
 		if base+applied > held {
 			extra += base + applied - held

@@ -70,9 +70,7 @@ func (s *sim) rejoin(n *simNode) bool {
 	}
 	s.endStall(n)
 	n.incarnation++
-	s.retiredCompared += n.core.SyncStats().DigestsCompared
-	s.retired = append(s.retired, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
-	n.core.DropSharedRows()
+	s.retire(n)
 	n.core, n.id = core, id
 	s.index[id] = int32(n.idx)
 	n.computing, n.done, n.flushArmed, n.declaredDead = false, false, false, nil
@@ -123,4 +121,33 @@ func (s *sim) stopNode(n *simNode) {
 	s.endStall(n)
 	n.alive, n.leaving, n.computing, n.done, n.flushArmed = false, false, false, false, false
 	n.inc++
+	if n.left || !s.restartable[n.idx] {
+		s.retire(n)
+	}
+}
+
+// retire drops n's core, which no event will use again (its node left, or
+// stopped with no restart ahead, or was replaced by a rejoin), keeping what
+// the report and the invariants read of it. Under churn most of the nodes
+// a run started are gone by its end, and their cores (views, optimizer
+// state, a record of every member) were most of the simulator's memory.
+func (s *sim) retire(n *simNode) {
+	if n.core == nil {
+		return
+	}
+	st := n.core.SyncStats()
+	s.retiredStats.UpdatesResent += st.UpdatesResent
+	s.retiredStats.RequestsServed += st.RequestsServed
+	s.retiredStats.DigestsCompared += st.DigestsCompared
+	s.retiredStats.Retained += st.Retained
+	s.retired = append(s.retired, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
+	base, applied, held := n.core.Ledger()
+	if base+applied > held {
+		s.retiredTwice += base + applied - held
+	}
+	if base+applied != held {
+		s.unbalanced = append(s.unbalanced, n.id)
+	}
+	n.core.DropSharedRows()
+	n.core = nil
 }

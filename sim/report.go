@@ -219,7 +219,9 @@ func (s *sim) report(wall time.Duration) *Report {
 		Assertions:           s.assertions,
 		Joined:               s.joined,
 		Rejoined:             s.rejoins,
-		ViewDigestsCompared:  s.retiredCompared,
+		ViewDigestsCompared:  s.retiredStats.DigestsCompared,
+		UpdatesResent:        s.retiredStats.UpdatesResent,
+		SyncRequestsServed:   s.retiredStats.RequestsServed,
 		Divergences:          s.divergences[:min(len(s.divergences), MaxDivergencesListed)],
 	}
 	if cfg.Faults != nil {
@@ -244,9 +246,12 @@ func (s *sim) report(wall time.Duration) *Report {
 		}
 	}
 	var lossSum, accSum, aucSum, blocked float64
-	var retained int
+	retained := s.retiredStats.Retained
 	hasAcc := true
 	for _, n := range s.nodes {
+		if n.core == nil {
+			continue
+		}
 		ss := n.core.SyncStats()
 		r.UpdatesResent += ss.UpdatesResent
 		r.SyncRequestsServed += ss.RequestsServed

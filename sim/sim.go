@@ -241,13 +241,22 @@ type sim struct {
 	// frame history.
 	rejoins int
 	// divergences are the view divergences the cores reported
-	// (node.EventDiverged); retiredCompared the digests compared by cores
-	// since replaced by a rejoin.
-	divergences     []Divergence
-	retiredCompared uint64
-	// retired holds the incarnations replaced by a rejoin, whose updates
-	// the live nodes must still hold alike.
-	retired []incarnationSpan
+	// (node.EventDiverged).
+	divergences []Divergence
+	// retired holds the incarnations whose cores were dropped (replaced
+	// by a rejoin, or gone for good: see retire), whose updates the live
+	// nodes must still hold alike; retiredStats and retiredTwice are what
+	// the report and appliedTwice read of those cores.
+	retired      []incarnationSpan
+	retiredStats node.SyncStats
+	retiredTwice uint64
+	// unbalanced names the retired cores whose ledger did not add up
+	// (Node.Ledger: what their snapshot held and what they applied
+	// against what they held).
+	unbalanced []string
+	// restartable marks the nodes a restart step names: their cores are
+	// kept when they stop.
+	restartable map[int]bool
 
 	msgs, bytes, syncMsgs, syncBytes, dups uint64
 	// cause is why the messages being sent now leave (one of the causes
