@@ -96,3 +96,47 @@ func TestStepTime(t *testing.T) {
 		t.Fatalf("step time %v without rows, want the emulated hour", got)
 	}
 }
+
+// --budget auto shares the slowest link's bytes of an exchange's period
+// among the frames the link carries; unshaped links, a given budget,
+// sufficient factors and no error feedback take none of it.
+func TestResolveBudget(t *testing.T) {
+	slow, err := testnet.ParseWAN("latency=50ms,bandwidth=2Mbit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lan, err := testnet.ParseWAN("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	period := exchangePeriod(linkRound(slow), 10*time.Millisecond, 6) // the round: 100 ms
+	for _, tc := range []struct {
+		given    string
+		link     netmodel.LinkProfile
+		topology string
+		ef, sfb  bool
+		want     int
+	}{
+		{"auto", slow, "halton", true, false, 10714}, // 250 kB/s × 0.1 s over 7/3 frames a link
+		{"auto", slow, "full", true, false, 25000},
+		{"auto", lan, "halton", true, false, 0},
+		{"auto", slow, "halton", false, false, 0},
+		{"auto", slow, "halton", true, true, 0},
+		{"4096", slow, "halton", true, false, 4096},
+		{"0", slow, "halton", true, false, 0},
+	} {
+		var f exchangeFlags
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f.register(fs, "")
+		if err := fs.Set("budget", tc.given); err != nil {
+			t.Fatal(err)
+		}
+		f.resolveBudget(tc.link, period, 8, tc.topology, "sketchml", tc.ef, tc.sfb)
+		if f.budget != tc.want {
+			t.Errorf("--budget %s on %s (%s, error feedback %v, factors %v): %d bytes, want %d", tc.given, tc.link, tc.topology, tc.ef, tc.sfb, f.budget, tc.want)
+		}
+	}
+	if got := exchangePeriod(linkRound(slow), 30*time.Millisecond, 6); got != 180*time.Millisecond {
+		t.Errorf("six steps of 30 ms after a round of 100 ms: period %v, want 180ms", got)
+	}
+}

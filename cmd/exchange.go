@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"time"
 
@@ -51,7 +52,11 @@ type exchangeFlags struct {
 	auto       bool
 	outer      string
 	outerLR    float64
+	// budget is the frame budget a run takes: the one given, or once
+	// resolveBudget ran, the one it picked; budgetAuto records that none
+	// was given.
 	budget     int
+	budgetAuto bool
 	priority   string
 }
 
@@ -60,8 +65,76 @@ func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
 	fs.Var(localStepsValue{f}, "local-steps", fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d, or auto: the fewest whose compute covers the links' round trip, at most %d (1 on loopback and LAN links, and in run, whose links are not measured before it trains); --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps, node.MaxAutoLocalSteps)+suffix)
 	fs.StringVar(&f.outer, "outer", "sgd", "outer step applied to the change of an exchange's local steps: sgd, or nesterov (momentum 0.9)"+suffix)
 	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0): 1 with sgd sends the local steps' change as it is"+suffix)
-	fs.IntVar(&f.budget, "budget", 0, "bytes one update's frame may take (0 = no bound); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual")
+	f.budgetAuto = true
+	fs.Var(budgetValue{f}, "budget", "bytes one update's frame may take, 0 for no bound, or auto: what the slowest modelled link carries in an exchange's period, shared by the frames it carries (no bound on unshaped links, and in run, whose links are not measured before it trains); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual"+suffix)
 	fs.StringVar(&f.priority, "priority", string(node.PriorityAbsolute), "which keys an update cut to --budget sends: absolute (largest |change|), relative (largest |change|/|weight|) or off (lowest keys)")
+}
+
+// autoBudget is --budget's default (see resolveBudget).
+const autoBudget = "auto"
+
+// budgetValue is --budget: auto or a byte count.
+type budgetValue struct{ f *exchangeFlags }
+
+func (v budgetValue) String() string {
+	if v.f == nil || v.f.budgetAuto {
+		return autoBudget
+	}
+	return strconv.Itoa(v.f.budget)
+}
+
+func (v budgetValue) Set(s string) error {
+	if s == autoBudget {
+		v.f.budget, v.f.budgetAuto = 0, true
+		return nil
+	}
+	b, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("want auto, 0 (no bound) or a byte count")
+	}
+	v.f.budget, v.f.budgetAuto = b, false
+	return nil
+}
+
+// resolveBudget picks the budget of --budget auto for a mesh of nodes on
+// links of profile p whose exchanges are period apart, with the overlay
+// topology: node.AutoBudget over the slowest link, no bound on unshaped
+// links and wherever a budget cannot apply (sufficient factors, no error
+// feedback, a codec with no frame bound). It changes nothing when --budget
+// was given.
+func (f *exchangeFlags) resolveBudget(p netmodel.LinkProfile, period time.Duration, nodes int, topology, codecName string, errorFeedback, factors bool) {
+	if !f.budgetAuto {
+		return
+	}
+	f.budget = 0
+	if !p.Emulated() || factors || !errorFeedback {
+		return
+	}
+	c, err := codec.ByName(codecName)
+	if err != nil {
+		return
+	}
+	least, err := node.MinBudgetBytes(c)
+	if err != nil {
+		return
+	}
+	slowest := math.Inf(1)
+	for _, row := range p.Bandwidth {
+		for _, b := range row {
+			slowest = min(slowest, b)
+		}
+	}
+	degree := bits.Len(uint(max(nodes-1, 1))) // ⌈log2 P⌉ next hops on the halton overlay
+	if topology == "full" {
+		degree = nodes - 1
+	}
+	f.budget = node.AutoBudget(slowest, period, node.FramesPerLink(nodes, degree), least)
+}
+
+// exchangePeriod is how far apart a mesh's exchanges are at best: the
+// round they wait for, or their local steps' compute when that is longer.
+func exchangePeriod(round, step time.Duration, localSteps int) time.Duration {
+	return max(round, time.Duration(localSteps)*max(step, 0))
 }
 
 // staleness is the staleness bound a run takes: the one given, else the
@@ -152,7 +225,7 @@ func (f *exchangeFlags) checkBudget(codecName string, errorFeedback bool) error 
 	}
 	switch {
 	case f.budget < least:
-		return badInput("--budget %d: want 0 (no bound) or at least one frame (%d bytes with --codec %s)", f.budget, least, codecName)
+		return badInput("--budget %d: want auto, 0 (no bound) or at least one frame (%d bytes with --codec %s)", f.budget, least, codecName)
 	case !errorFeedback:
 		return badInput("--budget %d: what a budget cuts is kept in the error feedback residual; drop --error-feedback=false", f.budget)
 	}
@@ -170,8 +243,16 @@ func (f *exchangeFlags) describe() string {
 	if f.auto {
 		picked = " (auto)"
 	}
-	if f.localSteps == 1 {
-		return "an exchange every step" + picked
+	steps := "an exchange every step" + picked
+	if f.localSteps > 1 {
+		steps = fmt.Sprintf("%d local steps per exchange%s, outer %s at %g", f.localSteps, picked, f.outer, f.outerLR)
 	}
-	return fmt.Sprintf("%d local steps per exchange%s, outer %s at %g", f.localSteps, picked, f.outer, f.outerLR)
+	if f.budget == 0 {
+		return steps
+	}
+	picked = ""
+	if f.budgetAuto {
+		picked = " (auto)"
+	}
+	return fmt.Sprintf("%s, frames of at most %d bytes%s by %s priority", steps, f.budget, picked, f.priority)
 }

@@ -68,6 +68,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// --local-steps auto weighs the modelled links' round against the
 	// virtual compute of a step.
 	training.exchange.resolveAuto(linkRound(link), *computeTime, int(settings.Iterations), false)
+	training.exchange.resolveBudget(link, exchangePeriod(linkRound(link), *computeTime, training.exchange.localSteps), *nodes, *topology, settings.Codec, settings.ErrorFeedback, false)
 	settings.LocalSteps = training.exchange.localSteps
 	settings.Staleness = training.exchange.staleness(training.staleness, flagGiven(fs, "staleness"))
 	var scenario *sim.Scenario

@@ -201,13 +201,16 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if _, err := model.NewModel(cfg.Model, cfg.L2, train); err != nil {
 		return cfg, modelError(train, err)
 	}
-	if ex := &f.training.exchange; ex.auto {
+	if ex := &f.training.exchange; ex.auto || ex.budgetAuto && wan.Emulated() {
 		// Unshaped links are loopback: no round to pay.
 		var round time.Duration
 		if wan.Emulated() {
 			round = linkRound(wan)
 		}
-		ex.resolveAuto(round, stepTime(cfg), int(f.training.iterations), f.training.sfb != string(node.FactorsOff))
+		factors := f.training.sfb != string(node.FactorsOff)
+		step := stepTime(cfg)
+		ex.resolveAuto(round, step, int(f.training.iterations), factors)
+		ex.resolveBudget(wan, exchangePeriod(round, step, ex.localSteps), cfg.Nodes, cfg.Topology, cfg.Codec, cfg.ErrorFeedback, factors)
 		cfg.Exchange, cfg.Staleness = ex.exchange(), ex.staleness(f.training.staleness, f.stalenessSet)
 	}
 	return cfg, nil

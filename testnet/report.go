@@ -67,6 +67,8 @@ type Report struct {
 	BlockedSecondsPerNode float64 `json:"blocked_seconds_per_node"`
 	// LocalSteps is the optimizer steps a node took between two exchanges.
 	LocalSteps int `json:"local_steps"`
+	// BudgetBytes bounds one update's frame (0: no bound).
+	BudgetBytes int `json:"budget_bytes"`
 	// Staleness of reads, in iterations: t − 1 − min over live q of V[q]
 	// when a node starts iteration t.
 	StalenessObservedMax  uint64                       `json:"staleness_observed_max"`
@@ -146,6 +148,7 @@ func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []
 		BatchPerNode:   members[0].core.Config().BatchSize,
 		Staleness:      cfg.Staleness,
 		LocalSteps:     max(cfg.Exchange.LocalSteps, 1),
+		BudgetBytes:    cfg.Exchange.BudgetBytes,
 		WAN:            cfg.WAN.Name,
 		Topology:       cfg.Topology,
 		MeanUpdateHops: router.MeanHops(),
