@@ -170,20 +170,20 @@ func TestSendQueueBounded(t *testing.T) {
 	}
 	for i := range 200 {
 		s.push(msg(i))
-		if s.queuedBytes > 64<<10 {
-			t.Fatalf("after %d messages %d bytes queued, limit %d", i+1, s.queuedBytes, 64<<10)
+		if s.queue.dataBytes > 64<<10 {
+			t.Fatalf("after %d messages %d bytes queued, limit %d", i+1, s.queue.dataBytes, 64<<10)
 		}
 	}
-	if len(s.queue) != 4 || !bytes.Equal(s.queue[3], msg(199)) || !bytes.Equal(s.queue[0], msg(196)) {
-		t.Fatalf("queue holds %d messages; want the newest 4", len(s.queue))
+	if q := s.queue.data; len(q) != 4 || !bytes.Equal(q[3], msg(199)) || !bytes.Equal(q[0], msg(196)) {
+		t.Fatalf("queue holds %d messages; want the newest 4", len(q))
 	}
 	if got := h.Traffic().SendDropped; got != 196 {
 		t.Fatalf("dropped %d, want 196", got)
 	}
 	// A message over the limit on its own is still queued.
 	s.push(make([]byte, 1<<20))
-	if len(s.queue) != 1 || len(s.queue[0]) != 1<<20 {
-		t.Fatalf("a large message: queue of %d", len(s.queue))
+	if q := s.queue.data; len(q) != 1 || len(q[0]) != 1<<20 {
+		t.Fatalf("a large message: queue of %d", len(q))
 	}
 }
 

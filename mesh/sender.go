@@ -13,10 +13,10 @@ import (
 )
 
 // The send path: one sender per peer owns the outbound update stream and
-// drains its queue in order. Emulated links live in front of it
-// (ShapedTransport).
+// drains its queue, announcements first (sendQueue). Emulated links live in
+// front of it (ShapedTransport).
 
-// sender owns the outbound stream to one peer and drains its queue in order.
+// sender owns the outbound stream to one peer and drains its queue.
 type sender struct {
 	host     *Host
 	to       peer.ID
@@ -28,11 +28,10 @@ type sender struct {
 	lastWarn   time.Time
 	suppressed int
 
-	mu    sync.Mutex
-	queue [][]byte
-	// queuedBytes is the size of queue (not of the batch being written),
-	// held under Host.maxQueue by dropping the oldest messages.
-	queuedBytes int
+	mu sync.Mutex
+	// queue holds what waits (not the message being written), its update
+	// traffic held under Host.maxQueue by dropping the oldest.
+	queue sendQueue
 	// lastDropWarn and dropsUnreported rate-limit reports of drops.
 	lastDropWarn    time.Time
 	dropsUnreported int
@@ -42,20 +41,15 @@ type sender struct {
 
 func (s *sender) push(data []byte) {
 	s.mu.Lock()
-	s.queue = append(s.queue, data)
-	s.queuedBytes += len(data)
 	// A peer that does not keep up must not grow the queue without bound;
 	// what it loses it pulls when it needs it (node.Node).
-	for s.queuedBytes > s.host.maxQueue && len(s.queue) > 1 {
-		s.queuedBytes -= len(s.queue[0])
-		s.queue[0] = nil // the dropped message can be collected
-		s.queue = s.queue[1:]
-		s.host.sendDropped.Add(1)
-		s.dropsUnreported++
+	if n := s.queue.push(data, s.host.maxQueue); n > 0 {
+		s.host.sendDropped.Add(uint64(n))
+		s.dropsUnreported += n
 	}
 	var dropped, queuedBytes int
 	if s.dropsUnreported > 0 && time.Since(s.lastDropWarn) >= failureLogEvery {
-		dropped, queuedBytes = s.dropsUnreported, s.queuedBytes
+		dropped, queuedBytes = s.dropsUnreported, s.queue.dataBytes
 		s.lastDropWarn, s.dropsUnreported = time.Now(), 0
 	}
 	s.mu.Unlock()
@@ -80,7 +74,7 @@ func (s *sender) stopped() bool {
 func (s *sender) busy() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.queue) > 0 || s.writing
+	return !s.queue.empty() || s.writing
 }
 
 func (s *sender) stop() {
@@ -104,28 +98,24 @@ func (s *sender) loop() {
 	for {
 		s.mu.Lock()
 		if s.done {
-			s.queue = nil
+			s.queue.clear()
 			s.mu.Unlock()
 			return
 		}
-		batch := s.queue
-		s.queue, s.queuedBytes = nil, 0
-		s.writing = len(batch) > 0
+		// One message at a time, so that an announcement queued while
+		// updates are written goes next.
+		data, ok := s.queue.pop()
+		s.writing = ok
 		s.mu.Unlock()
-		if len(batch) == 0 {
+		if !ok {
 			<-s.wake
 			continue
 		}
-		for _, data := range batch {
-			if s.stopped() {
-				break
-			}
-			var err error
-			stream, err = s.write(stream, data)
-			if err != nil && !s.stopped() {
-				s.host.sendFailures.Add(1)
-				s.warnFailure(len(data), err)
-			}
+		var err error
+		stream, err = s.write(stream, data)
+		if err != nil && !s.stopped() {
+			s.host.sendFailures.Add(1)
+			s.warnFailure(len(data), err)
 		}
 		s.mu.Lock()
 		s.writing = false

@@ -3,11 +3,14 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // Link emulation sits in front of a Transport rather than inside the
@@ -77,10 +80,15 @@ type shapedLink struct {
 	done    bool
 }
 
-// queued is a message and the time it arrives at the far end of its link.
+// queued is a message, when its transmission starts and how long it takes,
+// and the time it arrives at the far end of its link; urgent marks a
+// membership announcement.
 type queued struct {
-	data []byte
-	due  time.Time
+	data   []byte
+	start  time.Time
+	tx     time.Duration
+	due    time.Time
+	urgent bool
 }
 
 // SendTo implements Transport: data leaves for to once it has crossed the
@@ -102,21 +110,68 @@ func (s *ShapedTransport) SendTo(to peer.ID, data []byte) {
 
 	l.mu.Lock()
 	now := time.Now()
-	start := l.free
-	if start.Before(now) {
-		start = now
+	q := queued{data: data, tx: l.shape.transmitTime(len(data) + lengthPrefix), urgent: node.IsAnnouncement(data)}
+	if q.urgent {
+		l.insertUrgent(q, now)
+	} else {
+		q.start = l.free
+		if q.start.Before(now) {
+			q.start = now
+		}
+		l.free = q.start.Add(q.tx)
+		q.due = l.free.Add(l.shape.Latency)
+		l.queue = append(l.queue, q)
 	}
-	l.free = start.Add(l.shape.transmitTime(len(data) + lengthPrefix))
-	l.queue = append(l.queue, queued{data: data, due: l.free.Add(l.shape.Latency)})
 	l.queuedBytes += len(data)
-	for l.queuedBytes > s.queueLimit && len(l.queue) > 1 {
-		l.queuedBytes -= len(l.queue[0].data)
-		l.queue[0] = queued{}
-		l.queue = l.queue[1:]
+	for l.queuedBytes > s.queueLimit && l.dropOldest() {
 		s.dropped.Add(1)
 	}
 	l.mu.Unlock()
 	l.signal()
+}
+
+// insertUrgent puts announcement q on l ahead of the messages whose
+// transmission has not started, which it delays by its own transmission
+// time: the link stands for the sender's queue, where announcements go
+// first (sendQueue), and the path behind it, which nothing overtakes.
+func (l *shapedLink) insertUrgent(q queued, now time.Time) {
+	i := len(l.queue)
+	for i > 0 && l.queue[i-1].start.After(now) && !l.queue[i-1].urgent {
+		i--
+	}
+	q.start = now
+	if i > 0 {
+		if end := l.queue[i-1].start.Add(l.queue[i-1].tx); end.After(now) {
+			q.start = end
+		}
+	}
+	q.due = q.start.Add(q.tx + l.shape.Latency)
+	// The messages behind it were queued back to back while the link was
+	// busy: each starts, and arrives, one announcement later.
+	for j := i; j < len(l.queue); j++ {
+		l.queue[j].start = l.queue[j].start.Add(q.tx)
+		l.queue[j].due = l.queue[j].due.Add(q.tx)
+	}
+	if i < len(l.queue) {
+		l.free = l.free.Add(q.tx)
+	} else if end := q.start.Add(q.tx); l.free.Before(end) {
+		l.free = end
+	}
+	l.queue = slices.Insert(l.queue, i, q)
+}
+
+// dropOldest drops the oldest update message waiting on l (announcements
+// are kept, as a sender keeps them) and reports whether there was one to
+// drop besides the newest.
+func (l *shapedLink) dropOldest() bool {
+	for i := range len(l.queue) - 1 {
+		if !l.queue[i].urgent {
+			l.queuedBytes -= len(l.queue[i].data)
+			l.queue = slices.Delete(l.queue, i, i+1)
+			return true
+		}
+	}
+	return false
 }
 
 func (l *shapedLink) signal() {

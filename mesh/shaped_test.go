@@ -3,11 +3,13 @@ package mesh
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 // recordingTransport stands for a host: it records what reaches it and when.
@@ -117,5 +119,43 @@ func TestShapedProbeAddsTheRoundTrip(t *testing.T) {
 	}
 	if _, err := s.ProbeRTT(context.Background(), "not-a-peer-id"); err == nil {
 		t.Fatal("a probe to an invalid peer id succeeded")
+	}
+}
+
+// An announcement goes ahead of the messages that have not started to
+// cross the link, behind the one on the wire, and delays them by its own
+// transmission: the link stands for a sender's queue, announcements first,
+// and the path behind it.
+func TestShapedLinkAnnouncementsGoFirst(t *testing.T) {
+	inner := &recordingTransport{}
+	const latency = 40 * time.Millisecond
+	// 1,000 bytes with the length prefix take 10 ms at 100 kB/s.
+	s := NewShapedTransport(inner, func(peer.ID) LinkShape { return LinkShape{Latency: latency, Bandwidth: 1e5} }, 0)
+	defer s.Close()
+	start := time.Now()
+	for i := range 3 {
+		s.SendTo(fixedPeer(1), append(make([]byte, 1000-lengthPrefix-1), byte(i)))
+	}
+	hello := node.EncodeAnnouncement(node.Announcement{Kind: node.KindHello, Member: "m", Seq: 1})
+	s.SendTo(fixedPeer(1), hello)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(inner.sent) != 4 {
+		t.Fatalf("%d of 4 messages handed on", len(inner.sent))
+	}
+	if !bytes.Equal(inner.sent[1], hello) {
+		t.Fatalf("the announcement was handed on at place %d, want 1 (after the message on the wire)", slices.IndexFunc(inner.sent, func(b []byte) bool { return bytes.Equal(b, hello) }))
+	}
+	for i, want := range []byte{0, 1, 2} {
+		if m := inner.sent[[]int{0, 2, 3}[i]]; m[len(m)-1] != want {
+			t.Fatalf("update %d handed on out of order", want)
+		}
+	}
+	helloTx := time.Duration(float64(len(hello)+lengthPrefix) / 1e5 * float64(time.Second))
+	if got, want := inner.at[3].Sub(start), latency+30*time.Millisecond+helloTx; got < want {
+		t.Fatalf("the last update arrived after %v, want at least %v (the announcement's transmission included)", got, want)
 	}
 }
