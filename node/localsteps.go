@@ -134,6 +134,11 @@ func (n *Node) Steps() uint64 { return n.local.steps }
 // local steps and not yet sent it: the gate was passed at its first step.
 func (n *Node) midExchange() bool { return n.local.inner > 0 }
 
+// MidExchange reports whether the node's next step is one of an exchange's
+// later local steps: it reads the copy the exchange's first step took, and
+// passes no gate, so the staleness bound holds at exchange starts only.
+func (n *Node) MidExchange() bool { return n.midExchange() }
+
 // localStep takes one optimizer step of an exchange with H > 1, and at its
 // last step makes the exchange's update.
 func (n *Node) localStep() error {

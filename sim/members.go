@@ -105,7 +105,7 @@ func (s *sim) startFrom(n, donor *simNode, snap *node.Snapshot) {
 func (s *sim) leave(n *simNode) {
 	s.endStall(n)
 	n.left, n.leaving, n.computing, n.done = true, true, false, false
-	n.last = n.core.Clock()
+	n.last, n.entry = n.core.Clock(), n.core.Entry()
 	n.core.StartLeave()
 	s.schedule(s.now+leaveTimeout, evGone, int32(n.idx), 0, n.inc, nil)
 	s.cause = causeMembership

@@ -64,7 +64,8 @@ type Report struct {
 	// FinalTestAUC is the mean over live nodes of the test AUC (lr and
 	// svm only, and only when the test rows hold both classes).
 	FinalTestAUC *float64 `json:"final_test_auc,omitempty"`
-	// Staleness of reads, over every read by a node live at the time.
+	// Staleness of reads, over every exchange start by a node live at the
+	// time (a later local step reads the copy its exchange started from).
 	StalenessObservedMax  uint64  `json:"staleness_observed_max"`
 	StalenessObservedMean float64 `json:"staleness_observed_mean"`
 	// Traffic per node-iteration run (nodes × iterations without faults):

@@ -169,9 +169,10 @@ type simNode struct {
 	window     uint32
 	// left is set for a node that left with notice: it never comes back.
 	// It stays up (leaving) until its notice is acknowledged or it gives
-	// up, training no more; last is its last clock.
+	// up, training no more; last is its last clock, entry the clock it
+	// started at.
 	left, leaving bool
-	last          uint64
+	last, entry   uint64
 	// declaredDead holds the members this node's core declared dead.
 	declaredDead map[string]bool
 	// incarnation counts the node's rejoins (node.EventRejoin).
@@ -531,6 +532,9 @@ func (s *sim) trainDone(ev simEvent) error {
 	n.computing = false
 	t := n.core.Clock()
 	stale := t - min(t, s.minEntry(n))
+	// A later local step reads the copy its exchange's first step took
+	// and passes no gate: the bound is on what an exchange starts from.
+	exchangeStart := !n.core.MidExchange()
 	if err := n.core.Train(); err != nil {
 		if errors.Is(err, node.ErrGateClosed) {
 			// A member came back while this node computed; it waits again,
@@ -542,9 +546,11 @@ func (s *sim) trainDone(ev simEvent) error {
 		}
 		return fmt.Errorf("node %d at virtual %.3fs: %w", n.idx, float64(s.now)/1e9, err)
 	}
-	s.staleMax = max(s.staleMax, stale)
-	s.staleSum += stale
-	s.reads++
+	if exchangeStart {
+		s.staleMax = max(s.staleMax, stale)
+		s.staleSum += stale
+		s.reads++
+	}
 	s.nodeIters++
 	s.lastTrain = s.now
 	s.trace.words(trTrain, uint64(s.now), uint64(n.idx), n.core.Clock(), math.Float64bits(n.core.Stats().LastLoss))
@@ -720,7 +726,10 @@ func (s *sim) finishedShort() uint64 {
 			continue
 		}
 		for _, m := range s.nodes {
-			if m.left && !n.declaredDead[m.id] && n.core.VectorClock().Get(m.id) < m.last {
+			// A member that never heard of a leaver holds it at 0: it
+			// lacks nothing if the leaver made no update past its entry
+			// (one that joined as the run ended, say).
+			if m.left && !n.declaredDead[m.id] && max(n.core.VectorClock().Get(m.id), m.entry) < m.last {
 				short++
 			}
 		}
