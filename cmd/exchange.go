@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -13,11 +14,13 @@ import (
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
-// autoLocalSteps is --local-steps's default: the mesh takes the local
-// steps node.AutoLocalSteps picks from the round of its links and the
-// compute of a step (see resolveAuto): 1, an exchange every step, on
-// loopback and LAN links, and up to node.MaxAutoLocalSteps on a WAN.
-const autoLocalSteps = "auto"
+// autoSetting is the default of --local-steps and --budget: the driver decides.
+// The mesh takes the local steps node.AutoLocalSteps picks from the round
+// of its links and the compute of a step (see resolveAuto): 1, an
+// exchange every step, on loopback and LAN links, and up to
+// node.MaxAutoLocalSteps on a WAN; a node takes the budget
+// node.AutoBudget picks from its links (see resolveBudget).
+const autoSetting = "auto"
 
 // stepStaleness is how many optimizer steps behind a read may be by
 // default: the staleness bound of 2 exchanges of one step.
@@ -62,38 +65,12 @@ type exchangeFlags struct {
 
 func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
 	f.localSteps, f.auto = 1, true
-	fs.Var(localStepsValue{f}, "local-steps", fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d, or auto: the fewest whose compute covers the links' round trip, at most %d (1 on loopback and LAN links, and in run, whose links are not measured before it trains); --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps, node.MaxAutoLocalSteps)+suffix)
+	fs.Var(autoCount{&f.localSteps, &f.auto, 1, fmt.Sprintf("want auto or a count of steps, 1 to %d", node.MaxLocalSteps)}, "local-steps", fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d, or auto: the fewest whose compute covers the links' round trip, at most %d (1 on loopback and LAN links, and in run, whose links are not measured before it trains); --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps, node.MaxAutoLocalSteps)+suffix)
 	fs.StringVar(&f.outer, "outer", "sgd", "outer step applied to the change of an exchange's local steps: sgd, or nesterov (momentum 0.9)"+suffix)
 	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0): 1 with sgd sends the local steps' change as it is"+suffix)
 	f.budgetAuto = true
-	fs.Var(budgetValue{f}, "budget", "bytes one update's frame may take, 0 for no bound, or auto: what the slowest modelled link carries in an exchange's period, shared by the frames it carries (no bound on unshaped links, and in run, whose links are not measured before it trains); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual"+suffix)
+	fs.Var(autoCount{&f.budget, &f.budgetAuto, 0, "want auto, 0 (no bound) or a byte count"}, "budget", "bytes one update's frame may take, 0 for no bound, or auto: what the slowest modelled link carries in an exchange's period, shared by the frames it carries (no bound on unshaped links, and in run, whose links are not measured before it trains); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual"+suffix)
 	fs.StringVar(&f.priority, "priority", string(node.PriorityAbsolute), "which keys an update cut to --budget sends: absolute (largest |change|), relative (largest |change|/|weight|) or off (lowest keys)")
-}
-
-// autoBudget is --budget's default (see resolveBudget).
-const autoBudget = "auto"
-
-// budgetValue is --budget: auto or a byte count.
-type budgetValue struct{ f *exchangeFlags }
-
-func (v budgetValue) String() string {
-	if v.f == nil || v.f.budgetAuto {
-		return autoBudget
-	}
-	return strconv.Itoa(v.f.budget)
-}
-
-func (v budgetValue) Set(s string) error {
-	if s == autoBudget {
-		v.f.budget, v.f.budgetAuto = 0, true
-		return nil
-	}
-	b, err := strconv.Atoi(s)
-	if err != nil {
-		return fmt.Errorf("want auto, 0 (no bound) or a byte count")
-	}
-	v.f.budget, v.f.budgetAuto = b, false
-	return nil
 }
 
 // resolveBudget picks the budget of --budget auto for a mesh of nodes on
@@ -146,26 +123,33 @@ func (f *exchangeFlags) staleness(given int, explicit bool) int {
 	return defaultStaleness(f.localSteps)
 }
 
-// localStepsValue is --local-steps: auto or a count.
-type localStepsValue struct{ f *exchangeFlags }
-
-func (v localStepsValue) String() string {
-	if v.f == nil || v.f.auto {
-		return autoLocalSteps
-	}
-	return strconv.Itoa(v.f.localSteps)
+// autoCount is a flag that takes auto or a count: the count goes to
+// *value, and *auto records whether auto was given (*value is then
+// whenAuto until the driver resolves it). want is what a bad value is told.
+type autoCount struct {
+	value    *int
+	auto     *bool
+	whenAuto int
+	want     string
 }
 
-func (v localStepsValue) Set(s string) error {
-	if s == autoLocalSteps {
-		v.f.localSteps, v.f.auto = 1, true
+func (v autoCount) String() string {
+	if v.auto == nil || *v.auto {
+		return autoSetting
+	}
+	return strconv.Itoa(*v.value)
+}
+
+func (v autoCount) Set(s string) error {
+	if s == autoSetting {
+		*v.value, *v.auto = v.whenAuto, true
 		return nil
 	}
-	h, err := strconv.Atoi(s)
+	n, err := strconv.Atoi(s)
 	if err != nil {
-		return fmt.Errorf("want auto or a count of steps, 1 to %d", node.MaxLocalSteps)
+		return errors.New(v.want)
 	}
-	v.f.localSteps, v.f.auto = h, false
+	*v.value, *v.auto = n, false
 	return nil
 }
 

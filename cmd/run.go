@@ -494,7 +494,7 @@ func explicitSettings(fs *flag.FlagSet) []string {
 	var out []string
 	fs.Visit(func(fl *flag.Flag) {
 		// --local-steps auto asks for the mesh's local steps, whatever they are.
-		if fl.Name == "local-steps" && fl.Value.String() == autoLocalSteps {
+		if fl.Name == "local-steps" && fl.Value.String() == autoSetting {
 			return
 		}
 		if slices.Contains(node.SettingNames(), fl.Name) {

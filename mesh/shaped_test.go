@@ -53,16 +53,26 @@ func (r *recordingTransport) handed() int {
 // Messages on a shaped link pipeline: each waits for the link, its
 // transmission at the link's bandwidth and the one-way latency, in order;
 // Flush returns once all of them have reached the inner transport.
-func TestShapedLinkPipelinesLatencyAndBandwidth(t *testing.T) {
+// testLatency is the one-way latency of sendThree's link.
+const testLatency = 40 * time.Millisecond
+
+// sendThree sends messages 0, 1 and 2 of 1,000 bytes with the length
+// prefix, each taking 10 ms at 100 kB/s, on a link of testLatency, and
+// returns the link, what it hands on, and when the first was sent.
+func sendThree(t *testing.T) (*ShapedTransport, *recordingTransport, time.Time) {
+	t.Helper()
 	inner := &recordingTransport{}
-	const latency = 40 * time.Millisecond
-	// 1,000 bytes with the length prefix take 10 ms at 100 kB/s.
-	s := NewShapedTransport(inner, func(peer.ID) LinkShape { return LinkShape{Latency: latency, Bandwidth: 1e5} }, 0)
-	defer s.Close()
+	s := NewShapedTransport(inner, func(peer.ID) LinkShape { return LinkShape{Latency: testLatency, Bandwidth: 1e5} }, 0)
+	t.Cleanup(s.Close)
 	start := time.Now()
 	for i := range 3 {
 		s.SendTo(fixedPeer(1), append(make([]byte, 1000-lengthPrefix-1), byte(i)))
 	}
+	return s, inner, start
+}
+
+func TestShapedLinkPipelinesLatencyAndBandwidth(t *testing.T) {
+	s, inner, start := sendThree(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Flush(ctx); err != nil {
@@ -75,7 +85,7 @@ func TestShapedLinkPipelinesLatencyAndBandwidth(t *testing.T) {
 		if inner.sent[i][len(inner.sent[i])-1] != byte(i) {
 			t.Fatalf("message %d handed on out of order", i)
 		}
-		if want := latency + time.Duration(i+1)*10*time.Millisecond; at.Sub(start) < want {
+		if want := testLatency + time.Duration(i+1)*10*time.Millisecond; at.Sub(start) < want {
 			t.Fatalf("message %d handed on after %v, want at least %v", i, at.Sub(start), want)
 		}
 	}
@@ -127,15 +137,7 @@ func TestShapedProbeAddsTheRoundTrip(t *testing.T) {
 // transmission: the link stands for a sender's queue, announcements first,
 // and the path behind it.
 func TestShapedLinkAnnouncementsGoFirst(t *testing.T) {
-	inner := &recordingTransport{}
-	const latency = 40 * time.Millisecond
-	// 1,000 bytes with the length prefix take 10 ms at 100 kB/s.
-	s := NewShapedTransport(inner, func(peer.ID) LinkShape { return LinkShape{Latency: latency, Bandwidth: 1e5} }, 0)
-	defer s.Close()
-	start := time.Now()
-	for i := range 3 {
-		s.SendTo(fixedPeer(1), append(make([]byte, 1000-lengthPrefix-1), byte(i)))
-	}
+	s, inner, start := sendThree(t)
 	hello := node.EncodeAnnouncement(node.Announcement{Kind: node.KindHello, Member: "m", Seq: 1})
 	s.SendTo(fixedPeer(1), hello)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -155,7 +157,7 @@ func TestShapedLinkAnnouncementsGoFirst(t *testing.T) {
 		}
 	}
 	helloTx := time.Duration(float64(len(hello)+lengthPrefix) / 1e5 * float64(time.Second))
-	if got, want := inner.at[3].Sub(start), latency+30*time.Millisecond+helloTx; got < want {
+	if got, want := inner.at[3].Sub(start), testLatency+30*time.Millisecond+helloTx; got < want {
 		t.Fatalf("the last update arrived after %v, want at least %v (the announcement's transmission included)", got, want)
 	}
 }
