@@ -669,9 +669,10 @@ var hostileHeaders = [][]byte{
 
 // Report gathers what the attack did from the attacker's counters and the
 // honest nodes'; rejected is what the honest cores refused, as their
-// node.Tracer counted it; joined is how many updates a joiner owed every
-// node.
-func (a *Attacker) Report(members []Victim, rejected map[node.RejectReason]uint64, iterations int, joined uint64) *Report {
+// node.Tracer counted it; joined, when not nil, is how many of a joiner's
+// updates a member's core holds (a member may lack some it refused while
+// it took the joiner for dead, as a loaded machine makes it).
+func (a *Attacker) Report(members []Victim, rejected map[node.RejectReason]uint64, iterations int, joined func(*node.Node) uint64) *Report {
 	if a.kind == Quiet {
 		return nil
 	}
@@ -685,8 +686,11 @@ func (a *Attacker) Report(members []Victim, rejected map[node.RejectReason]uint6
 	for k, v := range rejected {
 		r.Rejected[string(k)] += v
 	}
-	honest := uint64(len(members)*iterations) + joined
 	for _, m := range members {
+		honest := uint64(len(members) * iterations)
+		if joined != nil {
+			honest += joined(m.Core)
+		}
 		st := m.Core.Stats()
 		tr := m.Host.Traffic()
 		if tr.Oversized > 0 {

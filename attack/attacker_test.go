@@ -30,7 +30,7 @@ func TestNewRefusesUnknownKind(t *testing.T) {
 	if !a.Member() || a.ID() != a.Host().ID() {
 		t.Fatalf("quiet: member %v, id %s, host %s", a.Member(), a.ID(), a.Host().ID())
 	}
-	if r := a.Report(nil, nil, 10, 0); r != nil {
+	if r := a.Report(nil, nil, 10, nil); r != nil {
 		t.Fatalf("a quiet member reports %+v, want nothing", r)
 	}
 }

@@ -30,7 +30,7 @@ type adversary interface {
 	stop()
 	// report is what the attack did to members (nil when nothing to
 	// report); joined is how many updates a joiner owed every node.
-	report(members []*member, rejected map[node.RejectReason]uint64, iterations int, joined uint64) *AttackReport
+	report(members []*member, rejected map[node.RejectReason]uint64, iterations int, joined func(*node.Node) uint64) *AttackReport
 }
 
 // AttackKinds lists the hostile peer's kinds (attack.Kinds).
@@ -97,7 +97,7 @@ func (noAdversary) router(r netmodel.Router) netmodel.Router { return r }
 func (noAdversary) donor() *mesh.Host                        { return nil }
 func (noAdversary) start(context.Context)                    {}
 func (noAdversary) stop()                                    {}
-func (noAdversary) report([]*member, map[node.RejectReason]uint64, int, uint64) *AttackReport {
+func (noAdversary) report([]*member, map[node.RejectReason]uint64, int, func(*node.Node) uint64) *AttackReport {
 	return nil
 }
 
@@ -129,6 +129,6 @@ func (h hostile) donor() *mesh.Host {
 func (h hostile) start(ctx context.Context) { h.a.Start(ctx) }
 func (h hostile) stop()                     { h.a.Stop() }
 
-func (h hostile) report(members []*member, rejected map[node.RejectReason]uint64, iterations int, joined uint64) *AttackReport {
+func (h hostile) report(members []*member, rejected map[node.RejectReason]uint64, iterations int, joined func(*node.Node) uint64) *AttackReport {
 	return h.a.Report(victimsOf(members), rejected, iterations, joined)
 }

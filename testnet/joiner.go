@@ -218,11 +218,21 @@ func (j *joiner) check(r *AttackReport, members []*member, iterations int) {
 	}
 }
 
-// updates is how many updates the joiner owes the mesh: one per clock
-// above its entry.
-func (j *joiner) updates(iterations int) uint64 {
+// heldBy returns how many of the joiner's updates, one per clock above
+// its entry, a member's core holds (nil when the run has no joiner): they
+// count among the honest updates the member applied.
+func (j *joiner) heldBy(iterations int) func(*node.Node) uint64 {
 	if j == nil || j.core == nil {
-		return 0
+		return nil
 	}
-	return uint64(iterations) - min(uint64(iterations), j.entry)
+	id := j.core.ID()
+	return func(core *node.Node) uint64 {
+		var held uint64
+		for c := j.entry + 1; c <= uint64(iterations); c++ {
+			if core.VectorClock().Has(id, c) {
+				held++
+			}
+		}
+		return held
+	}
 }

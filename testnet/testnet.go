@@ -499,7 +499,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := buildReport(cfg, cdc, router, members, rejected.counts(), curve, wall)
 	rep.Stalled = stalled.Load()
-	rep.Attack = att.report(members, rejected.counts(), cfg.Iterations, jn.updates(cfg.Iterations))
+	rep.Attack = att.report(members, rejected.counts(), cfg.Iterations, jn.heldBy(cfg.Iterations))
 	jn.check(rep.Attack, members, cfg.Iterations)
 	if rep.Attack != nil {
 		rep.Attack.Stalled = rep.Attack.Stalled || rep.Stalled
