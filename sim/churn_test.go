@@ -126,14 +126,16 @@ func TestSimDoneFollowsTheCore(t *testing.T) {
 }
 
 // Churn under local steps on geo3 with loss, the defaults there (6 steps,
-// s = 1): the invariants hold. Two checks were wrong for local steps: a
-// later local step's read was measured against the bound, though it reads
-// the copy its exchange started from and passes no gate (reads 2 and 3
-// behind under a bound of 1); and a member that joined as the run ended
-// and left made no update past its entry, yet every node that never heard
-// of it counted as lacking its updates.
+// s = 1): the invariants hold. A later local step's read was measured
+// against the bound, though it reads the copy its exchange started from
+// and passes no gate (reads 2 and 3 behind under a bound of 1).
 func TestSimChurnWithLocalSteps(t *testing.T) {
-	sc := loadScenario(t, "churn.txt")
+	// churn.txt's sessions, in the 10 exchanges of 60 steps of 6, to the
+	// last one.
+	sc, err := ParseScenario(strings.NewReader("at 1: churn weibull 0.5 3 until 10 kills 0.25\nat end: assert applied_twice == 0\nat end: assert undelivered == 0"), "churn10.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
 	wan, err := netmodel.ParseLinkProfile("geo3,loss=0.01")
 	if err != nil {
 		t.Fatal(err)
@@ -154,5 +156,29 @@ func TestSimChurnWithLocalSteps(t *testing.T) {
 				t.Errorf("seed %d: %s failed with value %v", seed, a.Step, a.Value)
 			}
 		}
+	}
+}
+
+// With local steps a script counts exchanges: a step past the run's last
+// exchange, which would never fire (a heal that never comes leaves the
+// run split), is refused before the run.
+func TestScriptCountsExchanges(t *testing.T) {
+	cfg := simConfig(t, 4, 60, 1)
+	cfg.Exchange = netmodel.Exchange{LocalSteps: 6}
+	for _, tc := range []struct{ script, want string }{
+		{"at 3: partition 0-1 | 2-3\nat 12: heal", "split.txt:2: iteration 12 is beyond the run's 10 exchanges (60 iterations of 6 local steps each; fault scripts count exchanges)"},
+		{"at 2: churn weibull 1 5 until 11", "split.txt:1: until 11 is beyond the run's 10 exchanges"},
+	} {
+		cfg.Faults, _ = ParseScenario(strings.NewReader(tc.script), "split.txt")
+		if _, err := newSim(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %s", tc.script, err, tc.want)
+		}
+	}
+	cfg.Faults, _ = ParseScenario(strings.NewReader("at 3: partition 0-1 | 2-3\nat 10: heal"), "split.txt")
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newSim(cfg); err != nil {
+		t.Errorf("a heal at the last exchange: %v", err)
 	}
 }

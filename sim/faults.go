@@ -39,13 +39,14 @@ func (s *sim) resolveSteps() error {
 		items[i] = plannedStep{Step: st}
 	}
 	sortPlanned(items)
+	last, length := s.exchanges()
 	for i := 0; i < len(items); i++ {
 		it := items[i]
 		st := it.Step
 		rs := simStep{Step: st, name: sc.Name}
 		where := fmt.Sprintf("%s:%d", sc.Name, st.Line)
-		if st.At > s.cfg.Iterations {
-			return fmt.Errorf("%s: iteration %d is beyond the run's %d iterations", where, st.At, s.cfg.Iterations)
+		if st.At > last {
+			return fmt.Errorf("%s: iteration %d is beyond the run's %s", where, st.At, length)
 		}
 		if st.At == AtEnd && st.op != "assert" {
 			return fmt.Errorf("%s: only assert may run at end", where)
@@ -76,8 +77,8 @@ func (s *sim) resolveSteps() error {
 		}
 		switch {
 		case st.op == "churn":
-			if st.churn.until > s.cfg.Iterations {
-				return fmt.Errorf("%s: until %d is beyond the run's %d iterations", where, st.churn.until, s.cfg.Iterations)
+			if st.churn.until > last {
+				return fmt.Errorf("%s: until %d is beyond the run's %s", where, st.churn.until, length)
 			}
 			items = append(items[:i+1], append(s.expandChurn(st, s.p), items[i+1:]...)...)
 			sortPlanned(items[i+1:])
@@ -187,6 +188,18 @@ func poisson(rng *rand.Rand, lambda float64) int {
 }
 
 // fireSteps runs the steps whose trigger the slowest live node has reached.
+// exchanges returns the run's last clock, which a script's steps count
+// to, and says what it is: with local steps a node's clock counts
+// exchanges, and a step past the last one would never fire.
+func (s *sim) exchanges() (last int, length string) {
+	h := max(s.cfg.Exchange.LocalSteps, 1)
+	if h == 1 {
+		return s.cfg.Iterations, fmt.Sprintf("%d iterations", s.cfg.Iterations)
+	}
+	last = (s.cfg.Iterations + h - 1) / h
+	return last, fmt.Sprintf("%d exchanges (%d iterations of %d local steps each; fault scripts count exchanges)", last, s.cfg.Iterations, h)
+}
+
 func (s *sim) fireSteps() error {
 	for s.nextStep < len(s.steps) {
 		st := s.steps[s.nextStep]
