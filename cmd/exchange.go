@@ -69,7 +69,7 @@ func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
 	fs.StringVar(&f.outer, "outer", "sgd", "outer step applied to the change of an exchange's local steps: sgd, or nesterov (momentum 0.9)"+suffix)
 	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0): 1 with sgd sends the local steps' change as it is"+suffix)
 	f.budgetAuto = true
-	fs.Var(autoCount{&f.budget, &f.budgetAuto, 0, "want auto, 0 (no bound) or a byte count"}, "budget", "bytes one update's frame may take, 0 for no bound, or auto: what the slowest modelled link carries in an exchange's period, shared by the frames it carries (no bound on unshaped links, and in run, whose links are not measured before it trains); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual"+suffix)
+	fs.Var(autoCount{&f.budget, &f.budgetAuto, 0, "want auto, 0 (no bound) or a byte count"}, "budget", "bytes one update's frame may take, 0 for no bound, or auto: what the slowest modelled link carries in an exchange's period, shared by the frames it carries (no bound on unshaped links, and in run, whose links are not measured before it trains); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual")
 	fs.StringVar(&f.priority, "priority", string(node.PriorityAbsolute), "which keys an update cut to --budget sends: absolute (largest |change|), relative (largest |change|/|weight|) or off (lowest keys)")
 }
 
