@@ -87,11 +87,7 @@ func (f *exchangeFlags) resolveBudget(p netmodel.LinkProfile, period time.Durati
 	if !p.Emulated() || factors || !errorFeedback {
 		return
 	}
-	c, err := codec.ByName(codecName)
-	if err != nil {
-		return
-	}
-	least, err := node.MinBudgetBytes(c)
+	least, err := leastBudget(codecName)
 	if err != nil {
 		return
 	}
@@ -193,17 +189,23 @@ func (f *exchangeFlags) check() error {
 	return oneOf("priority", f.priority, string(node.PriorityOff), string(node.PriorityAbsolute), string(node.PriorityRelative))
 }
 
+// leastBudget is the smallest budget the codec named can honour: one of
+// its frames (node.MinBudgetBytes).
+func leastBudget(codecName string) (int, error) {
+	c, err := codec.ByName(codecName)
+	if err != nil {
+		return 0, usageError{err}
+	}
+	return node.MinBudgetBytes(c)
+}
+
 // checkBudget checks --budget against the codec's smallest frame and the
 // error feedback that keeps what a budget cuts.
 func (f *exchangeFlags) checkBudget(codecName string, errorFeedback bool) error {
 	if f.budget == 0 {
 		return nil
 	}
-	c, err := codec.ByName(codecName)
-	if err != nil {
-		return usageError{err}
-	}
-	least, err := node.MinBudgetBytes(c)
+	least, err := leastBudget(codecName)
 	if err != nil {
 		return err
 	}
