@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sketchmesh/sketchmesh/mesh"
 )
 
 // The shared training flags have one default and one meaning in run,
@@ -102,5 +105,27 @@ func TestJoinErrorIsOneLine(t *testing.T) {
 		"--join", "/ip4/127.0.0.1/tcp/2/p2p/12D3KooWAk8VbAEPjZhviPdyHXuiVshTFVFtDL6XtpxSgjjkm3yJ")
 	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "no --join member could be reached") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+// --relay-window takes auto (the default) or a duration, and prints what
+// it holds.
+func TestRelayWindowFlag(t *testing.T) {
+	w := mesh.AutoRelayWindow
+	v := relayWindowFlag{&w}
+	if v.String() != "auto" {
+		t.Errorf("default prints %q, want auto", v.String())
+	}
+	if err := v.Set("12ms"); err != nil || w != 12*time.Millisecond || v.String() != "12ms" {
+		t.Errorf("Set(12ms): err %v, window %v, prints %q", err, w, v.String())
+	}
+	if err := v.Set("0"); err != nil || w != 0 {
+		t.Errorf("Set(0): err %v, window %v", err, w)
+	}
+	if err := v.Set("auto"); err != nil || w != mesh.AutoRelayWindow {
+		t.Errorf("Set(auto): err %v, window %v", err, w)
+	}
+	if err := v.Set("-1ns"); err == nil || w != mesh.AutoRelayWindow {
+		t.Errorf("Set(-1ns): err %v, window %v; want an error and no change", err, w)
 	}
 }

@@ -37,6 +37,8 @@ func TestExchangeBadInput(t *testing.T) {
 		{[]string{"simulate", "--outer-lr", "0"}, "--outer-lr 0: want a finite rate > 0"},
 		{[]string{"run", "--data", "rcv1", "--local-steps", "0"}, "--local-steps 0: want 1 to 4096"},
 		{[]string{"run", "--data", "rcv1", "--outer-lr", "-1"}, "--outer-lr -1: want a finite rate > 0"},
+		{[]string{"testnet", "--relay-window", "-3ms"}, `invalid value "-3ms" for flag --relay-window: want auto or a duration of at least 0`},
+		{[]string{"run", "--data", "rcv1", "--relay-window", "soon"}, `invalid value "soon" for flag --relay-window: want auto or a duration of at least 0`},
 	} {
 		code, out, errOut := runMain(tc.args...)
 		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, tc.want) {

@@ -110,7 +110,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often the node announces itself on the membership topic")
 	fs.IntVar(&f.history, "history", 512, "own updates this node keeps for members that missed them, in iterations (>= 1); a member cut off for longer catches up by snapshot, as a new incarnation")
 	fs.IntVar(&f.waitMembers, "wait-members", 1, "do not train until this many members (this one included) are live")
-	fs.DurationVar(&f.relayWindow, "relay-window", defaultRelayWindow, "how long a relay collects arrivals before forwarding them in one message per next hop; relays held when the node trains leave with its own update")
+	f.relayWindow = mesh.AutoRelayWindow
+	fs.Var(relayWindowFlag{&f.relayWindow}, "relay-window", relayWindowHelp)
 	fs.DurationVar(&f.minIteration, "min-iteration-time", 0, "pad each iteration to at least this wall time, e.g. 20ms, so a demo or a test lasts long enough to watch (0 = as fast as it can)")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "how often a progress line is logged")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
@@ -530,8 +531,6 @@ func (f *runFlags) check() error {
 		return badInput("--wait-members %d: want >= 1", f.waitMembers)
 	case f.history < 1:
 		return badInput("--history %d: want >= 1", f.history)
-	case f.relayWindow < 0:
-		return badInput("--relay-window %v: want >= 0", f.relayWindow)
 	case f.minIteration < 0:
 		return badInput("--min-iteration-time %v: want >= 0", f.minIteration)
 	case f.keepBest && f.checkpointDir == "":

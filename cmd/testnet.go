@@ -69,7 +69,8 @@ func (f *testnetFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for the shuffle, the shards and mini-batch sampling")
 	fs.StringVar(&f.topology, "topology", "halton", "overlay: halton (O(log P) links per node, updates relayed along broadcast trees) or full (everyone sends to everyone)")
 	fs.StringVar(&f.sites, "sites", "auto", sitesHelp)
-	fs.DurationVar(&f.relayWindow, "relay-window", defaultRelayWindow, "how long a node collects arrivals before forwarding them, so relays batch per next hop; relays held when the node trains leave with its own update (0 = forward at once)")
+	f.relayWindow = mesh.AutoRelayWindow
+	fs.Var(relayWindowFlag{&f.relayWindow}, "relay-window", relayWindowHelp)
 	fs.StringVar(&f.wan, "wan", "lan", "links between nodes: lan (loopback TCP, no shaping), geo3 (3 sites: 1 ms and 1 Gbit/s inside, 40/80/120 ms and 100 Mbit/s between), or latency=50ms,bandwidth=100Mbit")
 	fs.IntVar(&f.stragglers, "stragglers", 0, "number of nodes that run --slowdown times slower")
 	fs.Float64Var(&f.slowdown, "slowdown", 3, "how many times slower each straggler computes (>= 1)")
@@ -109,8 +110,6 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 		return cfg, badInput("--stragglers %d: want 0 to --nodes (%d)", f.stragglers, f.nodes)
 	case !(f.slowdown >= 1) || math.IsInf(f.slowdown, 0):
 		return cfg, badInput("--slowdown %v: want a finite factor >= 1", f.slowdown)
-	case f.relayWindow < 0:
-		return cfg, badInput("--relay-window %v: want >= 0", f.relayWindow)
 	case f.computeTime < 0:
 		return cfg, badInput("--compute-time %v: want >= 0", f.computeTime)
 	case f.targetLoss < 0:

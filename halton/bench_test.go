@@ -36,3 +36,27 @@ func BenchmarkBuildSites(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkForward asks one relay's next hops for every origin, as a
+// relay does once per update it receives.
+func BenchmarkForward(b *testing.B) {
+	for _, p := range []int{1024, 4096} {
+		ids := make([]string, p)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("node-%d", i)
+		}
+		o := Build(ids)
+		b.Run(fmt.Sprintf("P=%d", p), func(b *testing.B) {
+			hops := 0
+			for i := 0; b.Loop(); i++ {
+				at := ids[(i*7919)%p]
+				for _, origin := range ids {
+					hops += len(o.Forward(origin, at))
+				}
+			}
+			if hops == 0 {
+				b.Fatal("no relay forwards anything")
+			}
+		})
+	}
+}

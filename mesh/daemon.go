@@ -281,13 +281,13 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 	var lastEntropy, lastProgress, lastMetrics, blockedSince, lastSync time.Time
 	lastProgress = start
 	var window *time.Timer
-	if a.cfg.RelayWindow > 0 {
-		window = time.NewTimer(a.cfg.RelayWindow)
+	if a.cfg.RelayWindow > 0 || a.cfg.RelayWindow == AutoRelayWindow {
+		window = time.NewTimer(a.relayWindow())
 		defer window.Stop()
 	}
 	flush := func() {
 		if window != nil && a.n.HasReady() {
-			window.Reset(a.cfg.RelayWindow)
+			window.Reset(a.relayWindow())
 		collect:
 			for {
 				select {
@@ -418,6 +418,15 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 }
 
 // pacedAt reports whether --min-iteration-time holds the next step at now.
+// relayWindow is the length of the next relay window (see
+// DaemonConfig.RelayWindow).
+func (a *Daemon) relayWindow() time.Duration {
+	if a.cfg.RelayWindow == AutoRelayWindow {
+		return autoRelayWindow(a.round)
+	}
+	return a.cfg.RelayWindow
+}
+
 func pacedAt(minIteration time.Duration, lastTrain, now time.Time) bool {
 	return minIteration > 0 && now.Sub(lastTrain) < minIteration
 }

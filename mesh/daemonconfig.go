@@ -60,9 +60,10 @@ type DaemonConfig struct {
 	LeaveTimeout time.Duration
 	// RelayWindow is how long a relay keeps collecting arrivals once it has
 	// something to forward, so that it combines what several neighbours
-	// sent into one message per next hop. 0 forwards at once. Relays that
-	// arrive while the node can train leave with its own update, and so
-	// does what a window collected when an arrival opens the node's gate.
+	// sent into one message per next hop. 0 forwards at once;
+	// AutoRelayWindow follows the node's own pace. Relays that arrive while
+	// the node can train leave with its own update, and so does what a
+	// window collected when an arrival opens the node's gate.
 	RelayWindow time.Duration
 	// Overlay, when set, builds the router over the live members instead
 	// of Topology's (a testnet puts its attacker on the overlay with it).
@@ -126,6 +127,9 @@ func (c *DaemonConfig) fill() error {
 	}
 	if err := c.tracedBy(c.Node); err != nil {
 		return err
+	}
+	if c.RelayWindow < 0 && c.RelayWindow != AutoRelayWindow {
+		return fmt.Errorf("daemon: relay window %v: want >= 0 or AutoRelayWindow", c.RelayWindow)
 	}
 	switch c.Topology {
 	case "":
@@ -211,4 +215,35 @@ func (c *DaemonConfig) tracedBy(core *node.Node) error {
 		return errors.New("daemon: the core's node.Config.Tracer must be DaemonConfig.Metrics, which counts its refusals")
 	}
 	return nil
+}
+
+// AutoRelayWindow, as DaemonConfig.RelayWindow, makes each window half the
+// node's own iteration interval (the moving average of the time between
+// its steps, blocked time included), from MinAutoRelayWindow to
+// MaxAutoRelayWindow; before the node has stepped twice, it is
+// FirstAutoRelayWindow. A node that waits at its gate for most of an
+// iteration (many nodes sharing few cores, or a slow member holding the
+// mesh) receives relays all along it: a fixed window of a few
+// milliseconds sent each burst on, one message per next hop each time,
+// while a window of half the iteration collects them into one or two.
+// Where iterations are short the window is short, and a relay waits no
+// more than half an iteration a hop either way. Measured on 32 testnet
+// nodes on 2 cores (README, "Relays batch"): 9.4 messages per node and
+// iteration against 11.1–12.5 with 5 ms, at the same wall time.
+const AutoRelayWindow time.Duration = -1
+
+// Bounds of the auto relay window (see AutoRelayWindow).
+const (
+	MinAutoRelayWindow   = time.Millisecond
+	MaxAutoRelayWindow   = 50 * time.Millisecond
+	FirstAutoRelayWindow = 5 * time.Millisecond
+)
+
+// autoRelayWindow is the window of AutoRelayWindow for a node whose
+// iteration interval is round (0 before it is known).
+func autoRelayWindow(round time.Duration) time.Duration {
+	if round <= 0 {
+		return FirstAutoRelayWindow
+	}
+	return min(max(round/2, MinAutoRelayWindow), MaxAutoRelayWindow)
 }

@@ -49,7 +49,8 @@ type Config struct {
 	// Factors selects sufficient factor broadcasting for softmax models.
 	Factors node.FactorMode
 	// RelayWindow is how long a node keeps collecting arrivals before it
-	// forwards them, so relays batch (see mesh.DaemonConfig.RelayWindow).
+	// forwards them, so relays batch, or mesh.AutoRelayWindow (see
+	// mesh.DaemonConfig.RelayWindow).
 	RelayWindow time.Duration
 	// WAN shapes the links between nodes; the zero value is loopback TCP.
 	WAN netmodel.LinkProfile
@@ -121,8 +122,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("stragglers must be between 0 and the %d nodes, got %d", c.Nodes, c.Stragglers)
 	case c.Stragglers > 0 && !(c.Slowdown >= 1) || math.IsInf(c.Slowdown, 0):
 		return fmt.Errorf("slowdown must be a finite factor >= 1, got %v", c.Slowdown)
-	case c.RelayWindow < 0:
-		return fmt.Errorf("relay window must be >= 0, got %v", c.RelayWindow)
+	case c.RelayWindow < 0 && c.RelayWindow != mesh.AutoRelayWindow:
+		return fmt.Errorf("relay window must be >= 0 or auto, got %v", c.RelayWindow)
 	case c.ComputeTime < 0:
 		return fmt.Errorf("compute time must be >= 0, got %v", c.ComputeTime)
 	}
