@@ -417,7 +417,6 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 	}
 }
 
-// pacedAt reports whether --min-iteration-time holds the next step at now.
 // relayWindow is the length of the next relay window (see
 // DaemonConfig.RelayWindow).
 func (a *Daemon) relayWindow() time.Duration {
@@ -427,6 +426,7 @@ func (a *Daemon) relayWindow() time.Duration {
 	return a.cfg.RelayWindow
 }
 
+// pacedAt reports whether --min-iteration-time holds the next step at now.
 func pacedAt(minIteration time.Duration, lastTrain, now time.Time) bool {
 	return minIteration > 0 && now.Sub(lastTrain) < minIteration
 }
