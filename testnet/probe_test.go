@@ -47,3 +47,31 @@ func TestProbeRetriesAFailedDial(t *testing.T) {
 		t.Fatalf("probe of a closed host: %v, want an error after 3 attempts", err)
 	}
 }
+
+// The probes cover every ordered pair once, and within a round no pair is
+// probed from both ends (so never dialled from both at once); the first
+// round dials from the lower index.
+func TestProbeRoundsNeverDialBothWays(t *testing.T) {
+	for _, n := range []int{2, 3, 8} {
+		rounds := probeRounds(n)
+		seen := map[[2]int]bool{}
+		for r, pairs := range rounds {
+			inRound := map[[2]int]bool{}
+			for _, p := range pairs {
+				if p[0] == p[1] || seen[p] {
+					t.Fatalf("n=%d: pair %v probed twice or is a self-probe", n, p)
+				}
+				if inRound[[2]int{p[1], p[0]}] {
+					t.Errorf("n=%d round %d: %v probed from both ends", n, r, p)
+				}
+				if r == 0 && p[0] > p[1] {
+					t.Errorf("n=%d: first round dials %v from the higher index", n, p)
+				}
+				seen[p], inRound[p] = true, true
+			}
+		}
+		if len(seen) != n*(n-1) {
+			t.Errorf("n=%d: %d ordered pairs probed, want %d", n, len(seen), n*(n-1))
+		}
+	}
+}

@@ -25,9 +25,10 @@ import (
 // probeWorkers bounds the probes in flight: P² of them for P nodes.
 const probeWorkers = 16
 
-// probeAttempts is how often a probe is tried before the run fails: the
-// probes dial every pair from both ends at once, and a dial that meets the
-// other end's dial now and then fails on loopback.
+// probeAttempts is how often a probe is tried before the run fails. The
+// pairs are probed in two rounds (siteLabels) so that no two nodes dial
+// each other at once: a dial that met the other end's dial now and then
+// failed on loopback ("noise: message is too short"), even after retries.
 const probeAttempts = 3
 
 // probeRTT connects from to to and measures a round trip over the emulated
@@ -57,6 +58,26 @@ func probeRTT(ctx context.Context, from, to *member) (time.Duration, error) {
 	return 0, fmt.Errorf("%d attempts: %w", probeAttempts, err)
 }
 
+// probeRounds orders the probes of n nodes as (from, to) pairs in two
+// rounds, each to finish before the next starts: the first dials each
+// pair from its lower index only, the second measures the other direction
+// over the connections the first left open. So no pair is ever dialled
+// from both ends at once.
+func probeRounds(n int) [2][][2]int {
+	var rounds [2][][2]int
+	for i := range n {
+		for j := range n {
+			switch {
+			case i < j:
+				rounds[0] = append(rounds[0], [2]int{i, j})
+			case i > j:
+				rounds[1] = append(rounds[1], [2]int{i, j})
+			}
+		}
+	}
+	return rounds
+}
+
 func infoOf(m *member) peer.AddrInfo {
 	return peer.AddrInfo{ID: m.host.Libp2p().ID(), Addrs: m.host.Libp2p().Addrs()}
 }
@@ -70,7 +91,10 @@ func siteLabels(ctx context.Context, cfg Config, members []*member) (map[string]
 	start := time.Now()
 	n := len(members)
 	cfg.Logger.Info("measuring round trips for the site-aware overlay", "pairs", n*(n-1))
-	type pair struct{ from, to int }
+	type pair struct {
+		from, to int
+		round    *sync.WaitGroup
+	}
 	jobs := make(chan pair)
 	rtt := make([][]time.Duration, n)
 	for i := range rtt {
@@ -91,15 +115,17 @@ func siteLabels(ctx context.Context, cfg Config, members []*member) (map[string]
 				}
 				rtt[j.from][j.to] = d
 				mu.Unlock()
+				j.round.Done()
 			}
 		})
 	}
-	for i := range n {
-		for j := range n {
-			if i != j {
-				jobs <- pair{i, j}
-			}
+	var round sync.WaitGroup
+	for _, pairs := range probeRounds(n) {
+		for _, p := range pairs {
+			round.Add(1)
+			jobs <- pair{p[0], p[1], &round}
 		}
+		round.Wait()
 	}
 	close(jobs)
 	wg.Wait()
