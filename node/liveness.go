@@ -617,7 +617,11 @@ func (n *Node) ownEntry() uint64 { return n.entryOf[n.cfg.ID] }
 
 // receiveAnnouncement handles one membership message.
 func (n *Node) receiveAnnouncement(from string, data []byte) {
-	a, err := DecodeAnnouncement(data)
+	decode := DecodeAnnouncement
+	if c := n.cfg.DecodeCache; c != nil {
+		decode = c.announcement
+	}
+	a, err := decode(data)
 	if err != nil {
 		n.reject(RejectBadAnnouncement)
 		return

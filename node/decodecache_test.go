@@ -1,0 +1,43 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// The cache gives what DecodeAnnouncement gives, malformed bytes included,
+// decodes a message once however many nodes read it, and keeps at most its
+// limit of messages.
+func TestDecodeCacheAnnouncements(t *testing.T) {
+	c := NewDecodeCache(4)
+	hello := EncodeAnnouncement(Announcement{Kind: KindHello, Member: "n1/1", Signer: "n1/1", Clock: 3, Seq: 2, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}})
+	want, err := DecodeAnnouncement(hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err1 := c.announcement(hello)
+	second, err2 := c.announcement(append([]byte(nil), hello...))
+	if err1 != nil || err2 != nil || !reflect.DeepEqual(first, want) || !reflect.DeepEqual(second, want) {
+		t.Fatalf("cached hello: %+v (%v), %+v (%v); want %+v", first, err1, second, err2, want)
+	}
+	if &first.Addrs[0] != &second.Addrs[0] {
+		t.Error("a second read of the same bytes decoded them again")
+	}
+	bad := hello[:len(hello)-1]
+	if _, err := c.announcement(bad); !errors.Is(err, ErrBadAnnouncement) {
+		t.Errorf("truncated hello: %v, want ErrBadAnnouncement", err)
+	}
+	if _, err := c.announcement(bad); !errors.Is(err, ErrBadAnnouncement) {
+		t.Errorf("truncated hello read again: %v, want ErrBadAnnouncement", err)
+	}
+	for i := range 10 {
+		if _, err := c.announcement(EncodeAnnouncement(Announcement{Kind: KindHello, Member: fmt.Sprintf("n%d/1", i), Signer: fmt.Sprintf("n%d/1", i), Seq: 1})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.announcements) != 4 || len(c.announcementFIFO) != 4 {
+		t.Errorf("cache holds %d messages (%d in order), want its limit of 4", len(c.announcements), len(c.announcementFIFO))
+	}
+}
