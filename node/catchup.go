@@ -47,6 +47,19 @@ import (
 //     SuspectTicks after its first gone notice, not at once, and again at
 //     every tick until it must; until the driver has carried a rejoin
 //     out, it is reviewed at every tick (reviewRejoin);
+//   - a node whose side keeps by that rule, and which would rejoin only as
+//     "simply behind" (it knows of no member it lacks that lacks anything
+//     of its side), waits twice as long. That a member it lacks lacks its
+//     side's gone updates is learned by the origin of those updates (it
+//     answered "gone") and by the members the lacker happened to ask for
+//     them, one in turn: the rest of the side hears nothing of it. When the
+//     lack is mutual the lacker's side rejoins, and that every member
+//     hears of (the new incarnation supersedes the old one), so the lacker
+//     is given the time to decide: its own first gone notice comes within
+//     SuspectTicks of this node's, as above, and it decides SuspectTicks
+//     after it. Deciding at once, the members of one side that the lacker
+//     had not asked yet rejoined through it while it was deciding to
+//     rejoin itself, and ended with its dropped state: two views for good;
 //
 // A member "lacks something of this node's side that is gone" (behind)
 // when it asked this node for updates this node holds and cannot resend:
@@ -256,6 +269,12 @@ func (n *Node) decideRejoin() {
 		}
 	}
 	if len(lacking) == 0 || (anyBehind && lacking[0] > ownSide) {
+		return
+	}
+	if lacking[0] > ownSide && n.proto.tick-(n.goneSince-1) < 2*uint64(n.sc.SuspectTicks) {
+		// Simply behind only for want of a sign that the lack is mutual,
+		// which reaches only some of this side: give the members it lacks
+		// the time to rejoin themselves if it is (see above).
 		return
 	}
 	n.proto.rejoin = lacking[0]

@@ -362,3 +362,59 @@ func TestJoinerAdmittedAcrossALongSplitEndsInOneView(t *testing.T) {
 	}
 	n.checkSameViews()
 }
+
+// A node whose side keeps by the side rule, and that knows of no member it
+// lacks that lacks anything of its side, waits two SuspectTicks before it
+// rejoins as simply behind: whether the lacker lacks its side's gone
+// updates too is learned only by the members the lacker happened to ask,
+// and when it does, the lacker rejoins itself within that time. Deciding
+// after one, members that had not been asked rejoined through the lacker
+// while it was deciding to rejoin, took its dropped state and ended in a
+// second view (a simulated split healed near the history, under other
+// timing than today's). A node still rejoins when the lack is one-way, and
+// does not when the lacker is superseded by a new incarnation meanwhile.
+func TestSimplyBehindWaitsForTheLackerToRejoin(t *testing.T) {
+	for _, superseded := range []bool{false, true} {
+		ids := []string{"a/1", "b/1", "z/1"}
+		n := newPnet(t, ids, 60)
+		for range 3 {
+			n.round()
+		}
+		b, lacker := n.nodes["b/1"], n.nodes["z/1"]
+		n.nodes["z/1"] = nil // its driver now only says hello and "gone"
+		seq, clock := uint64(100), lacker.Clock()+5
+		ticks := uint64(b.sc.SuspectTicks)
+		goneAt := b.proto.tick
+		decidedAt := uint64(0)
+		for r := 0; r < 4*int(ticks) && decidedAt == 0; r++ {
+			if n.nodes["z/2"] == nil {
+				seq++
+				h := n.sign(Announcement{Kind: KindHello, Member: "z/1", Clock: clock, Seq: seq}, "z/1")
+				n.nodes["a/1"].Receive("z/1", h)
+				b.Receive("z/1", h)
+			}
+			if r == 0 {
+				b.Receive("z/1", EncodeGone("z/1", clock))
+				goneAt = b.proto.tick
+			}
+			if superseded && r == int(ticks)+2 {
+				n.admitThrough("a/1", "z/2", 2)
+			}
+			n.round()
+			if b.Rejoining() != "" {
+				decidedAt = b.proto.tick
+			}
+		}
+		switch {
+		case superseded && decidedAt != 0:
+			t.Errorf("b rejoined through %q %d ticks after the gone notice, though the lacker was superseded", b.Rejoining(), decidedAt-goneAt)
+		case !superseded && b.Rejoining() != "z/1":
+			t.Errorf("one-way lack: b rejoining through %q, want z/1", b.Rejoining())
+		case !superseded && decidedAt-goneAt < 2*ticks:
+			t.Errorf("b rejoined %d ticks after its first gone notice, want at least 2 × SuspectTicks = %d", decidedAt-goneAt, 2*ticks)
+		}
+		if a := n.nodes["a/1"]; a.Rejoining() != "" {
+			t.Errorf("a, which lacks nothing, rejoins through %q", a.Rejoining())
+		}
+	}
+}
