@@ -60,6 +60,19 @@ import (
 //     after it. Deciding at once, the members of one side that the lacker
 //     had not asked yet rejoined through it while it was deciding to
 //     rejoin itself, and ended with its dropped state: two views for good;
+//   - a node that lacks none of the other side's gone updates follows its
+//     side when the side rejoins (followSide): it took them all in time,
+//     from their origins before these dropped them or from a member that
+//     held them while their origin was dead to it, but the other side
+//     lacks some of its side's, and those must be lost to the mesh with
+//     the side's other updates made while it was cut off. That its side
+//     rejoins it learns when a member of its side is superseded by an
+//     incarnation that a member of the other side admitted, and it follows
+//     only when the other side lacks something of its side (behind) and
+//     the side rule agrees: the other side's smallest id is below its own
+//     side's. Without it, such a node kept its state and the updates of
+//     its side's old incarnations the other side never got: two views for
+//     good;
 //
 // A member "lacks something of this node's side that is gone" (behind)
 // when it asked this node for updates this node holds and cannot resend:
@@ -73,15 +86,22 @@ import (
 // hold different updates: one that fetched them before the origin trimmed
 // them, or from a member that kept them longer (a leaver still up after
 // the heal), and one told "gone". So an update of a live member for a row
-// this node committed more than History rows past its entry for that
-// member (a late one, which its origin may no longer keep) is taken from
-// its origin, which answers "gone" for what it no longer keeps, or from
-// another member only once the origin itself has sent one at or below it
-// (RejectLateRelayed). A shorter gap holds nothing an origin training at
-// the mesh's pace has dropped; and the last updates of a member that died
-// without notice still come from whoever holds them. A leaving member,
-// which trains no more and so keeps the others' frames long after their
-// origins dropped them, resends only its own (handleSync).
+// this node committed, its entry for that member more than History below
+// the clock this node accepts up to (acceptBound; a late one, which its
+// origin may no longer keep), is taken from its origin, which answers
+// "gone" for what it no longer keeps, or from another member only once
+// the origin itself has sent one at or below it (RejectLateRelayed). An
+// origin keeps its last History updates and, training at the mesh's pace,
+// is no further ahead than that clock, so a shorter gap holds nothing it
+// has dropped. Measured from this node's rows instead, which trail its
+// clock while the origin may be s + 1 clocks past it, a gap of History
+// rows held an update its origin had dropped: a relay passed it on to the
+// members the origin had told "gone", that side lacked nothing, and the
+// other, which held them for behind, kept its state too. The last updates
+// of a member that died without notice still come from whoever holds
+// them. A leaving member, which trains no more and so keeps the others'
+// frames long after their origins dropped them, resends only its own
+// (handleSync).
 
 // EventRejoin is reported when the node must rejoin through Event.Member.
 const EventRejoin EventKind = 100
@@ -219,10 +239,10 @@ func (n *Node) noteLacking(from, origin string, have uint64, log []retained) {
 // for late updates of live members (see above).
 func (n *Node) acceptFrom(from string, u Update, q int) RejectReason {
 	late := u.Origin != n.cfg.ID && u.Clock <= n.committedClock && q >= 0 && !n.vc.hasAt(q, u.Clock)
-	// A gap of at most History rows holds nothing its origin, at the
-	// mesh's pace, has stopped keeping.
-	past := n.committedClock-n.vc.getAt(q) > uint64(n.sc.History)
-	if late && past && from != u.Origin && n.live.up(u.Origin) {
+	// The origin, at the mesh's pace no further than acceptBound, keeps
+	// its last History updates: a shorter gap holds none it has dropped.
+	past := late && n.acceptBound()-n.vc.getAt(q) > uint64(n.sc.History)
+	if past && from != u.Origin && n.live.up(u.Origin) {
 		if shown, ok := n.lateShown[u.Origin]; !ok || u.Clock < shown {
 			return RejectLateRelayed
 		}
@@ -247,6 +267,11 @@ func (n *Node) acceptFrom(from string, u Update, q int) RejectReason {
 func (n *Node) decideRejoin() {
 	if n.proto.rejoin != "" {
 		n.reviewRejoin()
+		return
+	}
+	if by := n.followSide(); by != "" {
+		n.proto.rejoin = by
+		n.proto.events = append(n.proto.events, Event{Kind: EventRejoin, Member: by})
 		return
 	}
 	if n.goneSince == 0 || n.proto.tick-(n.goneSince-1) < uint64(n.sc.SuspectTicks) {
@@ -279,6 +304,60 @@ func (n *Node) decideRejoin() {
 	}
 	n.proto.rejoin = lacking[0]
 	n.proto.events = append(n.proto.events, Event{Kind: EventRejoin, Member: n.proto.rejoin, Clock: n.gone[n.proto.rejoin]})
+}
+
+// otherSide reports whether member m is not of this node's side of a
+// split: this node lacks some of its gone updates, told it that its own
+// are gone, or took its updates long after its rows had passed them.
+func (n *Node) otherSide(m string) bool {
+	return n.lacksGone(m) || n.toldGone[m] || n.cutOffLong(m)
+}
+
+// followSide returns the member through which a node that lacks none of
+// the other side's gone updates rejoins with its side (see above), or "".
+// It rejoins when a live member of the other side is behind, a member of
+// its own side was superseded by an incarnation that a live member of the
+// other side admitted (the one it rejoins through), and the other side's
+// smallest live id is below its own side's, that member's old incarnation
+// counted: by the side rule, its side is the one that rejoins.
+func (n *Node) followSide() string {
+	if len(n.behind) == 0 {
+		return ""
+	}
+	lacked := false
+	for m := range n.behind {
+		lacked = lacked || (n.live.up(m) && n.otherSide(m))
+	}
+	if !lacked {
+		return ""
+	}
+	ownSide, otherSide, by := n.cfg.ID, "", ""
+	for _, m := range n.members {
+		switch {
+		case m == n.cfg.ID:
+		case n.otherSide(m):
+			if n.live.up(m) && (otherSide == "" || m < otherSide) {
+				otherSide = m
+			}
+		case n.live.up(m):
+			ownSide = min(ownSide, m)
+		default:
+			next := n.MemberOf(nameOf(m))
+			if next == "" || next == m {
+				continue
+			}
+			if i := n.info(next); i != nil && n.live.up(i.admittedBy()) && n.otherSide(i.admittedBy()) {
+				ownSide = min(ownSide, m)
+				if by == "" {
+					by = i.admittedBy()
+				}
+			}
+		}
+	}
+	if by == "" || otherSide > ownSide {
+		return ""
+	}
+	return by
 }
 
 // noteCutOff records, for an update of m taken for a row this node had
@@ -333,7 +412,7 @@ func (n *Node) reviewRejoin() {
 			return
 		}
 	}
-	n.proto.rejoin = ""
+	n.proto.rejoin = n.followSide()
 }
 
 // RejoinDonors returns, while the node must rejoin, the members it may

@@ -418,3 +418,97 @@ func TestSimplyBehindWaitsForTheLackerToRejoin(t *testing.T) {
 		}
 	}
 }
+
+// The gap that makes an update late is measured up to the clock this node
+// accepts (acceptBound), as far as its origin may be at the mesh's pace,
+// not from this node's rows: an origin s + 1 clocks past the rows had
+// dropped the oldest update of a gap of exactly History rows, and a relay
+// that passed it on to a member the origin had told "gone" left that side
+// lacking nothing, while the origin's side held it for behind: both sides
+// kept their state, two views for good.
+func TestLateGapIsMeasuredFromTheAcceptBound(t *testing.T) {
+	const history = 4
+	nodes, ids := newNodes(t, 3, 2, 20, SyncConfig{Window: history, History: history})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var first []byte // c's update 1, to a
+	if err := c.Train(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.Ready().Messages {
+		if m.To == ids[0] {
+			first = m.Data
+		}
+	}
+	a.PeerDown(ids[2])
+	b.PeerDown(ids[2])
+	for a.Rows().Clock < history {
+		for _, n := range []*Node{a, b} {
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+			settle(nodes[:2], deliver(nodes[:2], n.ID(), n.Ready().Messages, nil))
+		}
+	}
+	if got := a.Rows().Clock; got != history || a.Clock() < history {
+		t.Fatalf("a committed up to row %d at clock %d, want row %d", got, a.Clock(), history)
+	}
+	// A gap of exactly History rows, c up to s + 1 clocks past a's clock.
+	a.PeerUp(ids[2])
+	a.Receive(ids[1], first)
+	if a.VectorClock().Has(ids[2], 1) || a.Stats().Rejected[RejectLateRelayed] != 1 {
+		t.Fatalf("a took live c's update 1, History rows late, from b (refused: %v)", a.Stats().Rejected)
+	}
+	a.Receive(ids[2], first)
+	if !a.VectorClock().Has(ids[2], 1) {
+		t.Fatalf("a refused c's own update 1 (refused: %v)", a.Stats().Rejected)
+	}
+}
+
+// A node that lacks none of the other side's gone updates (it took them
+// from their origins in time, or from a member that held them while their
+// origin was dead to it) follows its side when the side rejoins: the other
+// side lacks some of its side's gone updates, and those must be lost to
+// the mesh with the rest of what its side made while cut off. Keeping its
+// state, it held updates of its side's old incarnations that the keeping
+// side never will: two views for good.
+func TestNodeFollowsItsSideWhenItRejoins(t *testing.T) {
+	const history = 4
+	nodes, ids := newNodes(t, 3, 2, 20, SyncConfig{Window: history, History: history})
+	c := nodes[2] // ids[0] is the other side, ids[1] of c's side
+	c.PeerDown(ids[0])
+	c.PeerDown(ids[1])
+	for range history + 2 {
+		if err := c.Train(); err != nil {
+			t.Fatal(err)
+		}
+		c.Ready()
+	}
+	c.PeerUp(ids[0])
+	// ids[0] asks for c's updates, which c no longer keeps: c answers
+	// "gone", so ids[0] lacks c's side's gone updates; c lacks none of
+	// ids[0]'s.
+	if !c.answerGone(ids[0], 0) {
+		t.Fatal("c did not answer gone")
+	}
+	c.Tick()
+	if c.Rejoining() != "" {
+		t.Fatalf("c rejoins through %q before its side does", c.Rejoining())
+	}
+	// ids[1] rejoined through ids[0]: its new incarnation supersedes it.
+	next := ids[1] + "/1"
+	c.admit(next, c.Rows().Clock, ids[0])
+	if c.MemberOf(ids[1]) != next {
+		t.Fatalf("%s is not superseded by %s", ids[1], next)
+	}
+	c.Tick()
+	if got := c.Rejoining(); got != ids[0] {
+		t.Fatalf("c rejoins through %q, want %s: its side rejoined", got, ids[0])
+	}
+	if got := c.RejoinDonors(); len(got) != 1 || got[0] != ids[0] {
+		t.Fatalf("c's donors %v, want [%s]", got, ids[0])
+	}
+	c.Tick()
+	if got := c.Rejoining(); got != ids[0] {
+		t.Fatalf("c called its rejoin off (through %q)", got)
+	}
+}
