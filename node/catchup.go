@@ -326,18 +326,22 @@ func (n *Node) followSide() string {
 	}
 	lacked := false
 	for m := range n.behind {
-		lacked = lacked || (n.live.up(m) && n.otherSide(m))
+		if n.live.up(m) && n.otherSide(m) {
+			lacked = true
+			break
+		}
 	}
 	if !lacked {
 		return ""
 	}
-	ownSide, otherSide, by := n.cfg.ID, "", ""
+	// The smallest ids of this node's side and of the other.
+	ownSide, theirs, by := n.cfg.ID, "", ""
 	for _, m := range n.members {
 		switch {
 		case m == n.cfg.ID:
 		case n.otherSide(m):
-			if n.live.up(m) && (otherSide == "" || m < otherSide) {
-				otherSide = m
+			if n.live.up(m) && (theirs == "" || m < theirs) {
+				theirs = m
 			}
 		case n.live.up(m):
 			ownSide = min(ownSide, m)
@@ -354,7 +358,7 @@ func (n *Node) followSide() string {
 			}
 		}
 	}
-	if by == "" || otherSide > ownSide {
+	if by == "" || theirs > ownSide {
 		return ""
 	}
 	return by
