@@ -270,8 +270,7 @@ func (n *Node) decideRejoin() {
 		return
 	}
 	if by := n.followSide(); by != "" {
-		n.proto.rejoin = by
-		n.proto.events = append(n.proto.events, Event{Kind: EventRejoin, Member: by})
+		n.startRejoin(by, 0)
 		return
 	}
 	if n.goneSince == 0 || n.proto.tick-(n.goneSince-1) < uint64(n.sc.SuspectTicks) {
@@ -302,8 +301,14 @@ func (n *Node) decideRejoin() {
 		// the time to rejoin themselves if it is (see above).
 		return
 	}
-	n.proto.rejoin = lacking[0]
-	n.proto.events = append(n.proto.events, Event{Kind: EventRejoin, Member: n.proto.rejoin, Clock: n.gone[n.proto.rejoin]})
+	n.startRejoin(lacking[0], n.gone[lacking[0]])
+}
+
+// startRejoin decides that the node rejoins through m and reports it;
+// clock is the last of m's updates that are gone (0: none it lacks).
+func (n *Node) startRejoin(m string, clock uint64) {
+	n.proto.rejoin = m
+	n.proto.events = append(n.proto.events, Event{Kind: EventRejoin, Member: m, Clock: clock})
 }
 
 // otherSide reports whether member m is not of this node's side of a

@@ -213,14 +213,20 @@ func (c *DecodeCache) announcement(data []byte) (Announcement, error) {
 	if c.announcements == nil {
 		c.announcements = make(map[string]decodedAnnouncement, c.limit)
 	}
-	if len(c.announcementFIFO) >= c.limit {
-		delete(c.announcements, c.announcementFIFO[0])
-		c.announcementFIFO = c.announcementFIFO[1:]
-	}
 	key := string(data)
+	c.announcementFIFO = remember(c.announcements, c.announcementFIFO, c.limit, key)
 	c.announcements[key] = decodedAnnouncement{a, err}
-	c.announcementFIFO = append(c.announcementFIFO, key)
 	return a, err
+}
+
+// remember appends key to fifo, the keys of entries in the order they
+// came, first forgetting the oldest entry when fifo holds limit keys.
+func remember[V any](entries map[string]V, fifo []string, limit int, key string) []string {
+	if len(fifo) >= limit {
+		delete(entries, fifo[0])
+		fifo = fifo[1:]
+	}
+	return append(fifo, key)
 }
 
 // kept returns the entry the nodes keep for frame as an update of clock
@@ -247,15 +253,11 @@ func (d *decoded) keep(clock uint64, sig []byte) *keptUpdate {
 
 // put adds d as what frame decodes to and returns the cache's entry.
 func (c *DecodeCache) put(frame []byte, d decoded) *decoded {
-	if len(c.fifo) >= c.limit {
-		delete(c.entries, c.fifo[0])
-		c.fifo = c.fifo[1:]
-	}
 	key := string(frame)
+	c.fifo = remember(c.entries, c.fifo, c.limit, key)
 	d.frame = slices.Clone(frame)
 	e := &d
 	c.entries[key] = e
-	c.fifo = append(c.fifo, key)
 	return e
 }
 
