@@ -47,7 +47,7 @@ func TestResolveAuto(t *testing.T) {
 		want    int
 	}{
 		{"auto", 0, false, 1},
-		{"auto", 240 * time.Millisecond, false, 6},
+		{"auto", 240 * time.Millisecond, false, 8},
 		{"auto", 30 * time.Millisecond, false, 3},
 		{"auto", 240 * time.Millisecond, true, 1},
 		{"5", 240 * time.Millisecond, false, 5},

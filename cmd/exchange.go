@@ -66,8 +66,8 @@ type exchangeFlags struct {
 func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
 	f.localSteps, f.auto = 1, true
 	fs.Var(autoCount{&f.localSteps, &f.auto, 1, fmt.Sprintf("want auto or a count of steps, 1 to %d", node.MaxLocalSteps)}, "local-steps", fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d, or auto: the fewest whose compute covers the links' round trip, at most %d (1 on loopback and LAN links, and in run, whose links are not measured before it trains); --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps, node.MaxAutoLocalSteps)+suffix)
-	fs.StringVar(&f.outer, "outer", "sgd", "outer step applied to the change of an exchange's local steps: sgd, or nesterov (momentum 0.9)"+suffix)
-	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0): 1 with sgd sends the local steps' change as it is"+suffix)
+	fs.StringVar(&f.outer, "outer", string(node.OuterAdaptive), "outer step applied to the change of an exchange's local steps (none with one step): adaptive (a key's rate rises from 1 to 2 while the mesh's combined change of the key keeps its sign, and is back to 1 when it flips), sgd (one rate for every key) or nesterov (momentum 0.9)"+suffix)
+	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0), a factor on the adaptive step's rates: 1 with sgd sends the local steps' change as it is"+suffix)
 	f.budgetAuto = true
 	fs.Var(autoCount{&f.budget, &f.budgetAuto, 0, "want auto, 0 (no bound) or a byte count"}, "budget", "bytes one update's frame may take, 0 for no bound, or auto: what the slowest modelled link carries in an exchange's period, shared by the frames it carries (no bound on unshaped links, and in run, whose links are not measured before it trains); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual")
 	fs.StringVar(&f.priority, "priority", string(node.PriorityAbsolute), "which keys an update cut to --budget sends: absolute (largest |change|), relative (largest |change|/|weight|) or off (lowest keys)")
@@ -183,7 +183,7 @@ func (f *exchangeFlags) check() error {
 	case !(f.outerLR > 0) || math.IsInf(f.outerLR, 0):
 		return badInput("--outer-lr %v: want a finite rate > 0", f.outerLR)
 	}
-	if err := oneOf("outer", f.outer, string(node.OuterSGD), string(node.OuterNesterov)); err != nil {
+	if err := oneOf("outer", f.outer, node.OuterNames()...); err != nil {
 		return err
 	}
 	return oneOf("priority", f.priority, string(node.PriorityOff), string(node.PriorityAbsolute), string(node.PriorityRelative))

@@ -18,7 +18,7 @@ func TestExchangeBadInput(t *testing.T) {
 		{[]string{"testnet", "--local-steps", "many"}, `invalid value "many" for flag --local-steps: want auto or a count of steps, 1 to 4096`},
 		{[]string{"testnet", "--outer-lr", "0"}, "--outer-lr 0: want a finite rate > 0"},
 		{[]string{"testnet", "--outer-lr", "-0.5"}, "--outer-lr -0.5: want a finite rate > 0"},
-		{[]string{"testnet", "--outer", "adam"}, `--outer "adam": want one of sgd, nesterov`},
+		{[]string{"testnet", "--outer", "adam"}, `--outer "adam": want one of adaptive, sgd, nesterov`},
 		{[]string{"testnet", "--model", "softmax", "--optimizer", "sgd", "--l2", "0", "--sfb", "auto", "--local-steps", "4"}, "--sfb auto: the change of 4 local steps has no sufficient factors"},
 		{[]string{"testnet", "--compare", "raw:foo=1"}, `--compare item "raw:foo=1": unknown flag "foo"`},
 		{[]string{"testnet", "--compare", "raw,default:data=a9a"}, `--compare item "default:data=a9a": unknown flag "data"`},
@@ -130,7 +130,7 @@ func TestSimulateDecidesLocalSteps(t *testing.T) {
 	for _, tc := range []struct{ wan, want string }{
 		{"lan", "staleness 2, an exchange every step (auto),"},
 		{"geo3", "staleness 1, 4 local steps per exchange (auto),"},
-		{"geo3", "staleness 2, 3 local steps per exchange, outer sgd at 1,"},
+		{"geo3", "staleness 2, 3 local steps per exchange, outer adaptive at 1,"},
 	} {
 		args := []string{"simulate", "--nodes", "4", "--iterations", "24", "--wan", tc.wan, "--json"}
 		if !strings.Contains(tc.want, "(auto)") {

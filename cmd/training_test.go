@@ -48,10 +48,10 @@ func TestTrainingFlagsGiveTheSameSettings(t *testing.T) {
 		factors bool
 	}{
 		{args: nil, want: node.Settings{Model: model.LogisticRegression, Optimizer: model.Adam, L2: 1e-4, Staleness: 2, Codec: "sketchml",
-			ErrorFeedback: true, Factors: node.FactorsOff, LocalSteps: 1, Outer: node.OuterSGD, OuterRate: 1}},
+			ErrorFeedback: true, Factors: node.FactorsOff, LocalSteps: 1, Outer: node.OuterAdaptive, OuterRate: 1}},
 		{args: []string{"--model", "svm", "--optimizer", "sgd", "--lr", "0.5", "--l2", "0", "--codec", "raw", "--error-feedback=false", "--staleness", "0", "--hash-bits", "18"},
 			want: node.Settings{Model: model.LinearSVM, Optimizer: model.SGD, LearningRate: 0.5, Codec: "raw",
-				Factors: node.FactorsOff, HashBits: 18, LocalSteps: 1, Outer: node.OuterSGD, OuterRate: 1}},
+				Factors: node.FactorsOff, HashBits: 18, LocalSteps: 1, Outer: node.OuterAdaptive, OuterRate: 1}},
 		// Four local steps take staleness 1 unless it is given.
 		{args: []string{"--local-steps", "4", "--outer", "nesterov", "--outer-lr", "0.7"},
 			want: node.Settings{Model: model.LogisticRegression, Optimizer: model.Adam, L2: 1e-4, Staleness: 1, Codec: "sketchml",
@@ -59,7 +59,7 @@ func TestTrainingFlagsGiveTheSameSettings(t *testing.T) {
 		// Factors turn error feedback off when it is not asked for.
 		{args: []string{"--model", "softmax", "--optimizer", "sgd", "--l2", "0", "--sfb", "auto"}, factors: true,
 			want: node.Settings{Model: model.Softmax, Optimizer: model.SGD, Staleness: 2, Codec: "sketchml",
-				Factors: node.FactorsAuto, LocalSteps: 1, Outer: node.OuterSGD, OuterRate: 1}},
+				Factors: node.FactorsAuto, LocalSteps: 1, Outer: node.OuterAdaptive, OuterRate: 1}},
 	} {
 		args := append([]string{"--iterations", "30", "--batch", "0.25"}, tc.args...)
 		want := tc.want
@@ -99,7 +99,7 @@ func TestTrainingFlagsRefuseAlike(t *testing.T) {
 		{[]string{"--batch", "0"}, "--batch 0: want a fraction in (0,1] or a whole row count"},
 		{[]string{"--hash-bits", "40"}, "--hash-bits: hash bits 40: want 1 to 30"},
 		{[]string{"--local-steps", "0"}, "--local-steps 0: want 1 to 4096"},
-		{[]string{"--outer", "adam"}, `--outer "adam": want one of sgd, nesterov`},
+		{[]string{"--outer", "adam"}, `--outer "adam": want one of adaptive, sgd, nesterov`},
 		{[]string{"--eval-every", "-1"}, "--eval-every -1: want >= 0"},
 		{[]string{"--log-level", "loud"}, `--log-level "loud": want debug, info, warn or error`},
 	} {

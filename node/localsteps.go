@@ -50,7 +50,20 @@ type OuterKind string
 const (
 	OuterSGD      OuterKind = "sgd"
 	OuterNesterov OuterKind = "nesterov"
+	OuterAdaptive OuterKind = "adaptive"
 )
+
+// OuterKinds lists the outer steps, in the order help texts give them.
+var OuterKinds = []OuterKind{OuterAdaptive, OuterSGD, OuterNesterov}
+
+// OuterNames lists OuterKinds as strings, for flag checks and messages.
+func OuterNames() []string {
+	names := make([]string, len(OuterKinds))
+	for i, k := range OuterKinds {
+		names[i] = string(k)
+	}
+	return names
+}
 
 // MaxLocalSteps bounds LocalSteps: beyond it a node would go minutes
 // without exchanging anything, which no setting of this mesh wants.
@@ -77,6 +90,8 @@ type localPhase struct {
 	touched  []uint64
 	marked   []bool
 	momentum []float64
+	// rates is the adaptive outer step's state (outerrate.go).
+	rates *keyRates
 }
 
 // checkLocalSteps validates and fills the local-step settings of cfg.
@@ -110,8 +125,11 @@ func (n *Node) initLocal() {
 		lp.acc = make([]float64, size)
 		lp.marked = make([]bool, size)
 	}
-	if n.cfg.Outer == OuterNesterov {
+	switch {
+	case n.cfg.Outer == OuterNesterov:
 		lp.momentum = make([]float64, size)
+	case n.cfg.Outer == OuterAdaptive && lp.h > 1:
+		lp.rates = newKeyRates(size)
 	}
 }
 
@@ -236,9 +254,12 @@ func (n *Node) pendingOf(c uint64, origin string) (codec.Sparse, bool) {
 
 // outerStep turns the accumulated change at keys into the update's change,
 // in place: η·Δ for sgd (Δ itself at rate 1, bit for bit), η·(Δ + μ·m) with
-// m ← μ·m + Δ for Nesterov.
+// m ← μ·m + Δ for Nesterov, η·r_k·Δ_k for the adaptive step (outerrate.go).
 func (n *Node) outerStep(keys []uint64, change []float64) []float64 {
 	lp := &n.local
+	if lp.rates != nil {
+		lp.rates.scale(keys, change)
+	}
 	if lp.momentum != nil {
 		for i, k := range keys {
 			m := outerMomentum*lp.momentum[k] + change[i]

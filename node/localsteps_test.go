@@ -78,6 +78,8 @@ func TestOneLocalStepIsExchangeEveryStep(t *testing.T) {
 	for name, configure := range map[string]func(*Config){
 		"defaults": func(*Config) {},
 		"explicit": func(c *Config) { c.LocalSteps, c.Outer, c.OuterRate = 1, OuterSGD, 1 },
+		// The adaptive step has no rates to apply without local steps.
+		"adaptive": func(c *Config) { c.LocalSteps, c.Outer = 1, OuterAdaptive },
 	} {
 		if got := traceHash(t, configure); got != hashBeforeLocalSteps {
 			t.Errorf("%s: trace hash %s, want %s", name, got, hashBeforeLocalSteps)
@@ -90,10 +92,15 @@ func TestOneLocalStepIsExchangeEveryStep(t *testing.T) {
 
 // With H local steps the clock counts exchanges: 10 steps in exchanges of
 // 4 are 3 exchanges (4, 4 and the last 2), every member applies every
-// member's 3 updates once, and views end identical.
+// member's 3 updates once, and views end identical, whatever rates the
+// adaptive outer step gives each member's keys.
 func TestLocalStepsCountExchanges(t *testing.T) {
-	for _, s := range []int{0, 2} {
-		cl := configuredCluster(t, 4, s, 10, "sketchml", func(c *Config) { c.LocalSteps, c.ErrorFeedback = 4, true })
+	for _, tc := range []struct {
+		s     int
+		outer OuterKind
+	}{{0, OuterSGD}, {2, OuterSGD}, {0, OuterAdaptive}, {2, OuterAdaptive}} {
+		s := tc.s
+		cl := configuredCluster(t, 4, s, 10, "sketchml", func(c *Config) { c.LocalSteps, c.ErrorFeedback, c.Outer = 4, true, tc.outer })
 		reads := map[uint64][]float64{}
 		cl.runToEnd(func(id string) {
 			n := cl.nodes[id]
@@ -101,7 +108,7 @@ func TestLocalStepsCountExchanges(t *testing.T) {
 				return
 			}
 			if stale := n.Clock() - min(n.Clock(), n.VectorClock().Min(n.Live())); stale > uint64(s) {
-				t.Fatalf("s=%d: %s starts exchange %d with staleness %d", s, id, n.Clock()+1, stale)
+				t.Fatalf("s=%d, %s: %s starts exchange %d with staleness %d", s, tc.outer, id, n.Clock()+1, stale)
 			}
 			if s == 0 {
 				v := slices.Clone(n.View())
@@ -115,11 +122,11 @@ func TestLocalStepsCountExchanges(t *testing.T) {
 			n := cl.nodes[id]
 			st := n.Stats()
 			if n.Clock() != 3 || n.Steps() != 10 || st.UpdatesApplied != 4*3 || len(st.Rejected) != 0 {
-				t.Fatalf("s=%d: %s at clock %d after %d steps, applied %d, rejected %v; want clock 3, 10 steps, 12 applied",
-					s, id, n.Clock(), n.Steps(), st.UpdatesApplied, st.Rejected)
+				t.Fatalf("s=%d, %s: %s at clock %d after %d steps, applied %d, rejected %v; want clock 3, 10 steps, 12 applied",
+					s, tc.outer, id, n.Clock(), n.Steps(), st.UpdatesApplied, st.Rejected)
 			}
 			if !sameFloats(n.View(), cl.nodes[cl.ids[0]].View()) {
-				t.Fatalf("s=%d: %s ends with another view than %s", s, id, cl.ids[0])
+				t.Fatalf("s=%d, %s: %s ends with another view than %s", s, tc.outer, id, cl.ids[0])
 			}
 		}
 		if s == 0 && len(reads) != 3 {

@@ -287,6 +287,12 @@ func (n *Node) commit() {
 				continue
 			}
 			n.applyCommitted(*p.u)
+			if n.local.rates != nil {
+				n.local.rates.add(*p.u)
+			}
+		}
+		if n.local.rates != nil {
+			n.local.rates.endRow()
 		}
 		delete(n.pending, next)
 		delete(n.pendingUnsorted, next)

@@ -279,8 +279,8 @@ func readLocalSettings(r *wire.Reader) (steps int, outer OuterKind, rate float64
 	if err != nil {
 		return 0, "", 0, err
 	}
-	if outer = OuterKind(name); outer != OuterSGD && outer != OuterNesterov {
-		return 0, "", 0, fmt.Errorf("%w: outer step %q, want sgd or nesterov", wire.ErrMalformed, name)
+	if outer = OuterKind(name); !slices.Contains(OuterKinds, outer) {
+		return 0, "", 0, fmt.Errorf("%w: outer step %q, want one of %v", wire.ErrMalformed, name, OuterKinds)
 	}
 	if rate, err = r.Float("outer rate"); err != nil {
 		return 0, "", 0, err

@@ -105,10 +105,10 @@ func checkLocalSettings(steps int, outer OuterKind, rate float64) error {
 		return &SettingError{Setting: SettingOuterRate, Value: fmt.Sprint(rate), Reason: "want a finite rate > 0", Rule: ErrLocalSteps}
 	}
 	switch outer {
-	case "", OuterSGD, OuterNesterov:
+	case "", OuterSGD, OuterNesterov, OuterAdaptive:
 		return nil
 	}
-	err := oneOf(SettingOuter, string(outer), []OuterKind{OuterSGD, OuterNesterov})
+	err := oneOf(SettingOuter, string(outer), OuterKinds)
 	err.Rule = ErrLocalSteps
 	return err
 }
