@@ -66,7 +66,8 @@ type Config struct {
 	// exchanges.
 	LocalSteps int
 	// Outer is the outer step applied to an exchange's accumulated change
-	// (OuterSGD when empty) and OuterRate its rate (0 means 1).
+	// (OuterSGD when empty; the command line defaults to OuterAdaptive) and
+	// OuterRate its rate (0 means 1).
 	Outer     OuterKind
 	OuterRate float64
 	// BudgetBytes bounds the frame of one update; a larger one is cut to

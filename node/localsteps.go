@@ -35,10 +35,12 @@ import (
 // copy that hardly moved, so H steps took H gradients at about one point:
 // a step H times too long on stale gradients, which cost a9a 0.4–0.8 point
 // at H = 2 and 20 points at H = 32.) The outer step scales Δ by OuterRate
-// (sgd), or adds Nesterov momentum (μ = 0.9, DiLoCo's). Both are linear in
-// Δ, so applying them per member to its own Δ equals applying them to the
-// row's sum: members never need to combine their changes before the outer
-// step. Momentum is lazy, kept per key and applied only to the keys an
+// (sgd), adds Nesterov momentum (μ = 0.9, DiLoCo's), or scales each key by
+// a rate the committed rows set (adaptive, outerrate.go). The first two
+// are linear in Δ, so applying them per member to its own Δ equals
+// applying them to the row's sum; the third's rates are alike at members
+// that committed the same rows: members never need to combine their
+// changes before the outer step. Momentum is lazy, kept per key and applied only to the keys an
 // exchange carries, for the reason error feedback's residual is: decaying
 // it on every key would make every update dense. H = 1 with sgd at rate 1
 // is exactly one update per step.
