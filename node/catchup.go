@@ -77,8 +77,14 @@ import (
 // A member "lacks something of this node's side that is gone" (behind)
 // when it asked this node for updates this node holds and cannot resend:
 // its own below the oldest it keeps (it answered "gone"), or another
-// origin's it holds but no longer keeps. A member that lacks what this
-// node can still send it is only catching up.
+// origin's it holds but no longer keeps, when that origin cannot resend
+// them either: it is down, or this node knows of a clock of it more than
+// History past them (a live origin keeps its last History updates). A
+// member that lacks what this node or the origin can still send it is only
+// catching up: counted behind, a node of a split's larger side took the
+// single member of the other, which had fetched everything from the
+// origins, for behind, kept its state while the rest of its side rejoined
+// through that member, and held what they dropped.
 //
 // The rejoining side's updates made while it was cut off are lost to the
 // mesh: they were in no view but its own side's, which it drops. None of
@@ -223,10 +229,15 @@ func (n *Node) lacksGone(q string) bool {
 
 // noteLacking records that from, asking for origin's updates above have
 // (an origin other than this node), lacks one this node holds but no
-// longer keeps, so cannot resend: a gap of this node's side that may exist
-// nowhere any more.
+// longer keeps, so cannot resend, and which origin no longer keeps either:
+// a gap of this node's side that may exist nowhere any more.
 func (n *Node) noteLacking(from, origin string, have uint64, log []retained) {
 	if !n.vc.Has(origin, have+1) || (len(log) > 0 && log[0].clock <= have+1) {
+		return
+	}
+	if n.live.up(origin) && have+1+uint64(n.sc.History) > max(n.vc.Get(origin), n.AnnouncedClock(origin)) {
+		// A live origin keeps its last History updates, up to a clock at
+		// least the one this node knows of: from may still fetch it there.
 		return
 	}
 	if n.behind == nil {

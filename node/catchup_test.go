@@ -512,3 +512,40 @@ func TestNodeFollowsItsSideWhenItRejoins(t *testing.T) {
 		t.Fatalf("c called its rejoin off (through %q)", got)
 	}
 }
+
+// A member that asks this node for another origin's updates it holds but
+// no longer keeps is behind (lacks something of this side that may be
+// gone) only when that origin cannot resend them either: a live origin
+// keeps its last History updates. Counting it behind when the origin still
+// kept them, a node of a split's larger side took the other side for
+// behind, kept its state while its side rejoined, and held what the
+// others dropped: two views for good (simulator, a split 0-6 | 7 healed
+// within the history, the side 0-6 simply behind n7).
+func TestBehindOnlyWhenTheOriginDroppedItToo(t *testing.T) {
+	const history = 4
+	nodes, ids := newNodes(t, 3, 0, 20, SyncConfig{Window: 2, History: history})
+	b, c := nodes[1], nodes[2]
+	for range 8 {
+		for _, n := range nodes {
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+			settle(nodes, deliver(nodes, n.ID(), n.Ready().Messages, nil))
+		}
+	}
+	if c.Clock() != 8 || !b.VectorClock().Has(ids[2], 8) {
+		t.Fatalf("c at clock %d, b holds its 8: %v", c.Clock(), b.VectorClock().Has(ids[2], 8))
+	}
+	ask := func(have uint64) bool {
+		b.behind = nil
+		b.Receive(ids[0], EncodeSync(SyncMessage{Upto: 8, Have: []SyncEntry{{Origin: ids[2], Clock: have}}}))
+		return b.behind[ids[0]]
+	}
+	// b keeps c's last 2 (the window); c keeps its last 4, 5 to 8.
+	if ask(4) {
+		t.Error("a, asking for c's 5 and on, which c still keeps, counted behind")
+	}
+	if !ask(1) {
+		t.Error("a, asking for c's 2 and on, which c dropped, not counted behind")
+	}
+}
