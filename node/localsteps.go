@@ -40,10 +40,10 @@ import (
 // are linear in Δ, so applying them per member to its own Δ equals
 // applying them to the row's sum; the third's rates are alike at members
 // that committed the same rows: members never need to combine their
-// changes before the outer step. Momentum is lazy, kept per key and applied only to the keys an
-// exchange carries, for the reason error feedback's residual is: decaying
-// it on every key would make every update dense. H = 1 with sgd at rate 1
-// is exactly one update per step.
+// changes before the outer step. Momentum is lazy, kept per key and
+// applied only to the keys an exchange carries, for the reason error
+// feedback's residual is: decaying it on every key would make every update
+// dense. H = 1 with sgd at rate 1 is exactly one update per step.
 
 // OuterKind names the outer step.
 type OuterKind string

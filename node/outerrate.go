@@ -27,7 +27,7 @@ import (
 // adaptiveRateMax; a row in which it flips (the key crossed its optimum,
 // or oscillates around it) puts the rate back to 1. Capped at 2, a key
 // overshoots by at most the distance the inner steps found, and a flip
-// undoes the rate at once (a cap of 3 cost a9a two points).
+// undoes the rate at once (a cap of 3 cost a9a up to two points).
 //
 // The rates come from committed rows, which every member holds alike, and
 // change only the node's own update before it is coded: receivers apply
