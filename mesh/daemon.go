@@ -161,12 +161,22 @@ func (a *Daemon) joinTopic(ctx context.Context) error {
 	return nil
 }
 
+// stallFloor is the least a node waits at its gate before it asks the
+// members holding it back for their updates.
+const stallFloor = 200 * time.Millisecond
+
 // configureCore gives the core what the daemon decides: its timeouts in
 // ticks of cfg.Tick, the overlay, and this host's addresses.
 func (a *Daemon) configureCore() {
 	ticks := func(d time.Duration) int { return max(1, int((d+a.cfg.Tick-1)/a.cfg.Tick)) }
 	suspect := ticks(a.cfg.DeadAfter)
 	a.n.SetTiming(ticks(a.cfg.Heartbeat), suspect, 4*suspect)
+	if !a.cfg.Reliable {
+		// The core asks for what it lacks on its ticks (node/asking.go):
+		// stuck at its gate for stallFloor or three exchange periods, and
+		// anti-entropy every four heartbeats.
+		a.n.SetAskTiming(ticks(stallFloor), 4*ticks(a.cfg.Heartbeat), 3)
+	}
 	a.n.SetOverlay(a.overlay)
 	a.n.SetAddrs(a.addrStrings())
 }
@@ -278,7 +288,7 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 	inbox := a.net.Inbox()
 	tick := time.NewTicker(a.cfg.Tick)
 	defer tick.Stop()
-	var lastEntropy, lastProgress, lastMetrics, blockedSince, lastSync time.Time
+	var lastProgress, lastMetrics, blockedSince time.Time
 	lastProgress = start
 	var window *time.Timer
 	if a.cfg.RelayWindow > 0 || a.cfg.RelayWindow == AutoRelayWindow {
@@ -333,10 +343,6 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			a.checkAlone(now)
 			a.metrics()
 			lastMetrics = now
-		}
-		if !a.cfg.Reliable && now.Sub(lastEntropy) >= 4*a.cfg.Heartbeat {
-			a.sendAll(a.n.AntiEntropy())
-			lastEntropy = now
 		}
 		if a.cfg.Progress > 0 && now.Sub(lastProgress) >= a.cfg.Progress {
 			a.progress()
@@ -393,11 +399,6 @@ func (a *Daemon) Run(ctx context.Context) (Result, error) {
 			paceC = pace.C
 		} else if blockedSince.IsZero() {
 			blockedSince = now
-		}
-		// Stuck at the gate for a while: ask the members holding it back.
-		if !a.cfg.Reliable && now.Sub(blockedSince) >= a.syncAfter() && now.Sub(lastSync) >= a.syncAfter() {
-			a.sendAll(a.n.SyncRequest())
-			lastSync = now
 		}
 		select {
 		case m := <-inbox:
@@ -510,12 +511,6 @@ func (a *Daemon) meshTraining() bool {
 // every live member's last update in.
 func (a *Daemon) finished() bool {
 	return a.cfg.Settings.Iterations > 0 && a.n.Done()
-}
-
-// syncAfter is how long the node waits at its gate before asking for
-// updates: a few rounds, at least 200 ms.
-func (a *Daemon) syncAfter() time.Duration {
-	return max(200*time.Millisecond, 3*a.round)
 }
 
 // tick advances the core's clock of ticks, and shows the core to Observe.

@@ -419,6 +419,44 @@ func TestSimplyBehindWaitsForTheLackerToRejoin(t *testing.T) {
 	}
 }
 
+// A decision to rejoin is reviewed until the driver carries it out: b
+// decided to rejoin through z/1, whose gone updates it lacks, and z/1 then
+// rejoined itself (z/2, admitted through a/1). z/1's gone updates are then
+// no one's to lack, and b lacks nothing of a live member: it drops the
+// decision instead of waiting for a donor that no longer exists (in the
+// simulator, a split 0-6 | 7 with 2 % loss, before the review: n2 decided
+// to rejoin through n7, which rejoined itself, and n2 waited for good).
+func TestRejoinIsReviewedWhenTheLackerRejoinsItself(t *testing.T) {
+	ids := []string{"a/1", "b/1", "z/1"}
+	n := newPnet(t, ids, 60)
+	for range 3 {
+		n.round()
+	}
+	b, lacker := n.nodes["b/1"], n.nodes["z/1"]
+	n.nodes["z/1"] = nil // its driver now only says hello and "gone"
+	seq, clock := uint64(100), lacker.Clock()+5
+	for r := 0; r < 4*b.sc.SuspectTicks && b.Rejoining() == ""; r++ {
+		seq++
+		h := n.sign(Announcement{Kind: KindHello, Member: "z/1", Clock: clock, Seq: seq}, "z/1")
+		n.nodes["a/1"].Receive("z/1", h)
+		b.Receive("z/1", h)
+		if r == 0 {
+			b.Receive("z/1", EncodeGone("z/1", clock))
+		}
+		n.round()
+	}
+	if got := b.Rejoining(); got != "z/1" {
+		t.Fatalf("b rejoining through %q, want z/1", got)
+	}
+	n.admitThrough("a/1", "z/2", 2)
+	for range 3 {
+		n.round()
+	}
+	if got := b.Rejoining(); got != "" {
+		t.Fatalf("b still rejoining through %q after z/1 rejoined itself", got)
+	}
+}
+
 // The gap that makes an update late is measured up to the clock this node
 // accepts (acceptBound), as far as its origin may be at the mesh's pace,
 // not from this node's rows: an origin s + 1 clocks past the rows had

@@ -179,13 +179,20 @@ type protocol struct {
 	// cost each simulated core about 40 bytes per member.
 	peers     []uint64
 	peerKnown []bool
-	// Own hellos and round time.
-	helloSeq, lastHello  uint64
-	round, lastTrainTick uint64
-	trained, gateOpen    bool
-	gateOpenAt           uint64
-	addrs                []string
-	site                 string
+	// Own hellos and round time; period is the mean ticks between the
+	// starts of two exchanges (thousandths, as round), waits included.
+	helloSeq, lastHello      uint64
+	round, lastTrainTick     uint64
+	period, lastExchangeTick uint64
+	exchanged                bool
+	// Asking (asking.go): whether the node is stalled and since when, and
+	// the ticks of its last requests of each kind.
+	stalled                              bool
+	stalledAt, lastStallAsk, lastEntropy uint64
+	trained, gateOpen                    bool
+	gateOpenAt                           uint64
+	addrs                                []string
+	site                                 string
 	// Outputs since the last Ready.
 	bcast  [][]byte
 	direct []Message
@@ -269,8 +276,9 @@ func (n *Node) infoAt(q int) *memberInfo {
 	return nil
 }
 
-// Tick advances the core's time by one tick: hellos, failure detection and
-// leave retransmission happen here.
+// Tick advances the core's time by one tick: hellos, failure detection,
+// leave retransmission and the requests for what the node lacks (asking.go)
+// happen here.
 func (n *Node) Tick() {
 	p := &n.proto
 	p.tick++
@@ -289,6 +297,16 @@ func (n *Node) Tick() {
 	n.decideRejoin()
 	n.rebuildIfChanged()
 	n.noteGate()
+	n.askWhenDue()
+}
+
+// meanTicks folds a new sample into a running mean of tick counts (a tenth
+// of its weight), the first sample taken as it is.
+func meanTicks(mean, sample uint64) uint64 {
+	if mean == 0 {
+		return sample
+	}
+	return (9*mean + sample) / 10
 }
 
 // Ticks returns the core's time in ticks.
@@ -552,12 +570,13 @@ func (n *Node) observeRound() {
 	p := &n.proto
 	n.noteGate()
 	if p.trained {
-		took := 1000 * (p.tick - max(p.lastTrainTick, p.gateOpenAt))
-		if p.round == 0 {
-			p.round = took
-		} else {
-			p.round = (9*p.round + took) / 10
+		p.round = meanTicks(p.round, 1000*(p.tick-max(p.lastTrainTick, p.gateOpenAt)))
+	}
+	if !n.midExchange() {
+		if p.exchanged {
+			p.period = meanTicks(p.period, 1000*(p.tick-p.lastExchangeTick))
 		}
+		p.lastExchangeTick, p.exchanged = p.tick, true
 	}
 	p.lastTrainTick, p.trained, p.gateOpen = p.tick, true, false
 }

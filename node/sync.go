@@ -235,12 +235,18 @@ type SyncConfig struct {
 	// rounds) and declared dead after DeadTicks, stretched likewise.
 	// Defaults 5, 50 and 200.
 	HeartbeatTicks, SuspectTicks, DeadTicks int
+	// StallTicks is the fewest ticks a node waits at its gate before Tick
+	// sends SyncRequest's requests, and between two sends, AskPeriods
+	// stretching it to that many of the node's exchange periods;
+	// EntropyTicks is the period of AntiEntropy's (asking.go). A tick
+	// count of 0, the default, leaves that request to the driver.
+	StallTicks, EntropyTicks, AskPeriods int
 }
 
 func (c *SyncConfig) fill(staleness int) error {
 	switch {
 	case c.Window < 0 || c.History < 0 || c.MaxReplyBytes < 0 || c.Fanout < 0 ||
-		c.HeartbeatTicks < 0 || c.SuspectTicks < 0 || c.DeadTicks < 0:
+		c.HeartbeatTicks < 0 || c.SuspectTicks < 0 || c.DeadTicks < 0 || c.StallTicks < 0 || c.EntropyTicks < 0 || c.AskPeriods < 0:
 		return fmt.Errorf("node: sync settings must be >= 0, got %+v", *c)
 	case c.Window != 0 && c.Window < staleness+2:
 		return fmt.Errorf("node: sync window %d is below staleness+2 = %d", c.Window, staleness+2)
@@ -273,8 +279,11 @@ func (c *SyncConfig) fill(staleness int) error {
 
 // SyncStats count retransmission work.
 type SyncStats struct {
-	RequestsSent   uint64 // requests built by SyncRequest and AntiEntropy
-	RequestBytes   uint64
+	RequestsSent uint64 // requests built by SyncRequest and AntiEntropy
+	RequestBytes uint64
+	// StallAsks counts the times Tick asked because the node was stalled
+	// (asking.go).
+	StallAsks      uint64
 	RequestsServed uint64 // well-formed requests from members answered
 	UpdatesResent  uint64 // updates queued in answers
 	ResentBytes    uint64 // frame bytes of those updates

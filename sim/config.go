@@ -40,8 +40,9 @@ type Config struct {
 	// nodes do not move in artificial lockstep; a "slow" step multiplies it.
 	ComputeTime time.Duration
 	// SyncTimeout is how long a node waits at its gate before it asks for
-	// what it lacks, and then between asks. The default is one ComputeTime
-	// (the spread of the nodes' finishing times is within it) plus one round
+	// what it lacks, and then between asks (node.SyncConfig.StallTicks,
+	// rounded up to whole ticks). The default is one ComputeTime (the
+	// spread of the nodes' finishing times is within it) plus one round
 	// trip over the slowest link (two largest one-way latencies and two
 	// jitters) plus one relay window (FlushDelay) per hop of the initial
 	// overlay's diameter D (D = 1 on the full mesh): relays wait in windows
@@ -56,7 +57,8 @@ type Config struct {
 	// bytes).
 	SyncTimeout time.Duration
 	// SyncInterval is the period of every node's anti-entropy request
-	// (default 100 ms).
+	// (node.SyncConfig.EntropyTicks, rounded up to whole ticks) and of the
+	// run's checks for its end (default 100 ms).
 	SyncInterval time.Duration
 	// Tick is the length of the node cores' tick (node.Node.Tick), the
 	// unit of every membership timeout (default 10 ms). Each node ticks on

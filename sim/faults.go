@@ -244,7 +244,6 @@ func (s *sim) fire(st simStep) error {
 			}
 			n.alive = true
 			n.inc++
-			s.schedule(s.now+s.interval, evAntiEntropy, int32(i), 0, n.inc, nil)
 			s.schedule(s.now+s.tick, evTick, int32(i), 0, n.inc, nil)
 		}
 		for _, i := range st.nodes {

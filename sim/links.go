@@ -65,20 +65,22 @@ func (s *sim) sweepLinks() {
 }
 
 // send puts one message on the link from → to.
-func (s *sim) send(from, to int32, data []byte, sync bool) {
+func (s *sim) send(from, to int32, data []byte) {
 	size := len(data)
 	switch {
 	case node.IsAnnouncement(data):
 		s.memberMsgs++
 		s.memberBytes += uint64(size)
+	case node.IsSyncMessage(data):
+		s.msgs++
+		s.bytes += uint64(size)
+		s.sentBy[causeSyncRequest]++
+		s.syncMsgs++
+		s.syncBytes += uint64(size)
 	default:
 		s.msgs++
 		s.bytes += uint64(size)
 		s.sentBy[s.cause]++
-	}
-	if sync {
-		s.syncMsgs++
-		s.syncBytes += uint64(size)
 	}
 	a, b := s.nodes[from], s.nodes[to]
 	if a.group != b.group {

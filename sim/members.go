@@ -88,7 +88,6 @@ func (s *sim) startFrom(n, donor *simNode, snap *node.Snapshot) {
 	if len(snap.Pending) > 0 {
 		n.core.Receive(donor.id, node.EncodeEnvelope(snap.Pending))
 	}
-	s.schedule(s.now+s.interval, evAntiEntropy, int32(n.idx), 0, n.inc, nil)
 	s.schedule(s.now+s.tick, evTick, int32(n.idx), 0, n.inc, nil)
 	s.cause = causeMembership
 	s.flush(n)
@@ -140,6 +139,7 @@ func (s *sim) retire(n *simNode) {
 	s.retiredStats.RequestsServed += st.RequestsServed
 	s.retiredStats.DigestsCompared += st.DigestsCompared
 	s.retiredStats.Retained += st.Retained
+	s.retiredStats.StallAsks += st.StallAsks
 	s.retired = append(s.retired, incarnationSpan{id: n.id, entry: n.core.Entry(), clock: n.core.Clock()})
 	base, applied, held := n.core.Ledger()
 	if base+applied > held {

@@ -93,7 +93,7 @@ type Report struct {
 	// updates travel in ordinary envelopes and are counted in UpdatesResent.
 	SyncRequests uint64 `json:"sync_requests"`
 	// StallSyncs counts the times a node asked because it had waited at its
-	// gate for SyncTimeout (the rest of the requests are anti-entropy).
+	// gate (node/asking.go; the rest of the requests are anti-entropy).
 	StallSyncs       uint64 `json:"stall_syncs"`
 	SyncRequestBytes uint64 `json:"sync_request_bytes"`
 	UpdatesResent    uint64 `json:"updates_resent"`
@@ -212,7 +212,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		MessagesTotal:        s.msgs,
 		BytesTotal:           s.bytes,
 		SyncRequests:         s.syncMsgs,
-		StallSyncs:           s.stallSyncs,
+		StallSyncs:           s.retiredStats.StallAsks,
 		SyncRequestBytes:     s.syncBytes,
 		Dropped:              s.dropped,
 		Duplicated:           s.dups,
@@ -257,6 +257,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		r.UpdatesResent += ss.UpdatesResent
 		r.SyncRequestsServed += ss.RequestsServed
 		r.ViewDigestsCompared += ss.DigestsCompared
+		r.StallSyncs += ss.StallAsks
 		retained += ss.Retained
 		if !n.member() {
 			continue

@@ -66,11 +66,13 @@ import (
 // up to Iterations like everyone else. leave makes a node's core send its
 // signed notice to every member it counts live or suspected and resend it
 // every heartbeat; the node stays up, training no more, until every notice
-// is acknowledged or 3 s have passed. A node that has waited at its gate
-// for SyncTimeout asks the laggards for their updates
-// (node.Node.SyncRequest), again every SyncTimeout while it waits, and
-// every node runs anti-entropy every SyncInterval (node.Node.AntiEntropy);
-// without them a lost message would stall the mesh.
+// is acknowledged or 3 s have passed. The cores' ticks ask for what they
+// lack by the rule the daemon's cores follow (node/asking.go): a node that
+// has waited at its gate for SyncTimeout asks the laggards for their
+// updates (node.Node.SyncRequest), again every SyncTimeout while it waits,
+// and every node runs anti-entropy every SyncInterval
+// (node.Node.AntiEntropy); without them a lost message would stall the
+// mesh.
 //
 // The run ends when every live node has run all iterations and holds every
 // live member's updates, no update held by a live node is missing at
@@ -121,8 +123,6 @@ func liveHeap() uint64 {
 const (
 	evDeliver uint8 = iota
 	evTrainDone
-	evStallSync
-	evAntiEntropy
 	evFlush
 	evTick
 	evCheck
@@ -136,13 +136,12 @@ const (
 	causeWindow             // when a relay window closes
 	causeTick               // on a tick, with no window open
 	causeAtOnce             // as soon as it is queued (no relay window)
-	causeStallSync          // requests of a node waiting at its gate
-	causeAntiEntropy        // anti-entropy requests
 	causeMembership         // on a join, rejoin or leave
+	causeSyncRequest        // requests for what a node lacks (node/asking.go)
 	numCauses
 )
 
-var causeNames = [numCauses]string{"own_update", "window", "tick", "at_once", "stall_sync_requests", "anti_entropy_requests", "membership_change"}
+var causeNames = [numCauses]string{"own_update", "window", "tick", "at_once", "membership_change", "sync_requests"}
 
 type simNode struct {
 	idx   int
@@ -160,7 +159,6 @@ type simNode struct {
 	// time is stalled time with iterations left.
 	stalled    bool
 	stallStart int64
-	stallEpoch uint32
 	blocked    int64
 	done       bool
 	// flushArmed is set while relays wait in a window, window counting
@@ -267,7 +265,6 @@ type sim struct {
 	// memberMsgs and memberBytes count the membership protocol's
 	// messages (hellos, admits, leaves, acks), apart from msgs and bytes.
 	memberMsgs, memberBytes   uint64
-	stallSyncs                uint64
 	dropped                   map[string]uint64
 	staleMax, staleSum, reads uint64
 	nodeIters                 uint64
@@ -417,6 +414,9 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		nc.Members = s.ids[:cfg.Nodes]
 	}
 	nc.Sync = cfg.Sync
+	// The core's own timers ask for what it lacks (node/asking.go), with
+	// the floors this run's links give.
+	nc.Sync.StallTicks, nc.Sync.EntropyTicks = s.ticks(s.timeout), s.ticks(s.interval)
 	cfg.Exchange.Apply(&nc)
 	core, err := node.New(nc)
 	if err != nil {
@@ -438,9 +438,7 @@ func (s *sim) run(ctx context.Context) error {
 		return fmt.Errorf("simulation not started: %w", err)
 	}
 	for i, n := range s.nodes {
-		// Stagger anti-entropy and ticks so requests and hellos do not
-		// burst.
-		s.schedule(s.interval*int64(i+1)/int64(len(s.nodes)), evAntiEntropy, int32(i), 0, n.inc, nil)
+		// Stagger the ticks so requests and hellos do not burst.
 		s.schedule(s.tick*int64(i+1)/int64(len(s.nodes)), evTick, int32(i), 0, n.inc, nil)
 	}
 	s.schedule(s.interval, evCheck, 0, 0, 0, nil)
@@ -465,19 +463,6 @@ func (s *sim) run(ctx context.Context) error {
 			s.deliver(ev)
 		case evTrainDone:
 			err = s.trainDone(ev)
-		case evStallSync:
-			if n := s.nodes[ev.node]; n.alive && n.stalled && ev.tag == n.stallEpoch {
-				s.stallSyncs++
-				s.cause = causeStallSync
-				s.sendAll(n, n.core.SyncRequest(), true)
-				s.schedule(s.now+s.timeout, evStallSync, ev.node, 0, ev.tag, nil)
-			}
-		case evAntiEntropy:
-			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc {
-				s.cause = causeAntiEntropy
-				s.sendAll(n, n.core.AntiEntropy(), true)
-				s.schedule(s.now+s.interval, evAntiEntropy, ev.node, 0, ev.tag, nil)
-			}
 		case evFlush:
 			// A window the node's own update closed is void (from
 			// carries the window's number).
@@ -618,8 +603,6 @@ func (s *sim) beginStall(n *simNode) {
 	}
 	n.stalled = true
 	n.stallStart = s.now
-	n.stallEpoch++
-	s.schedule(s.now+s.timeout, evStallSync, int32(n.idx), 0, n.stallEpoch, nil)
 }
 
 func (s *sim) endStall(n *simNode) {
@@ -627,7 +610,6 @@ func (s *sim) endStall(n *simNode) {
 		return
 	}
 	n.stalled = false
-	n.stallEpoch++
 	if n.core.Steps() < s.iters {
 		n.blocked += s.now - n.stallStart
 	}
@@ -667,11 +649,11 @@ func (s *sim) allDone() bool {
 // reaches every subscriber); it records the core's verdicts.
 func (s *sim) flush(n *simNode) {
 	rd := n.core.Ready()
-	s.sendAll(n, rd.Messages, false)
+	s.sendAll(n, rd.Messages)
 	for _, b := range rd.Broadcast {
 		for _, m := range s.nodes {
 			if m != n && m.alive {
-				s.send(int32(n.idx), int32(m.idx), b, false)
+				s.send(int32(n.idx), int32(m.idx), b)
 			}
 		}
 	}
@@ -706,15 +688,18 @@ func (s *sim) flush(n *simNode) {
 	}
 }
 
-func (s *sim) sendAll(n *simNode, msgs []node.Message, sync bool) {
+func (s *sim) sendAll(n *simNode, msgs []node.Message) {
 	for _, m := range msgs {
 		to, ok := s.index[m.To]
 		if !ok || int(to) == n.idx {
 			continue
 		}
-		s.send(int32(n.idx), to, m.Data, sync)
+		s.send(int32(n.idx), to, m.Data)
 	}
 }
+
+// ticks is d in whole ticks of the node cores, rounded up, at least one.
+func (s *sim) ticks(d int64) int { return int(max(1, (d+s.tick-1)/s.tick)) }
 
 // finishedShort counts, over the nodes up at the end, the leavers whose
 // updates up to their last clock a node lacks without its core having

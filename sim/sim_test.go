@@ -214,9 +214,9 @@ func TestSimLinkQueueing(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := make([]byte, 1000)
-	s.send(0, 1, msg, false)
-	s.send(0, 1, msg, false)
-	s.send(1, 0, msg, false) // another link: does not queue behind
+	s.send(0, 1, msg)
+	s.send(0, 1, msg)
+	s.send(1, 0, msg) // another link: does not queue behind
 	var got []int64
 	for len(s.q) > 0 {
 		ev := s.q.pop()
@@ -246,15 +246,15 @@ func TestSimLinkSweepKeepsBusyLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := int64(time.Millisecond)
-	s.send(0, 1, make([]byte, 1000), false) // free at 1 ms
-	s.send(1, 2, make([]byte, 5000), false) // free at 5 ms
+	s.send(0, 1, make([]byte, 1000)) // free at 1 ms
+	s.send(1, 2, make([]byte, 5000)) // free at 5 ms
 	s.now = 2 * ms
 	s.sweepLinks()
 	if _, ok := s.busy[linkKey(0, 1)]; ok || s.busy[linkKey(1, 2)] != 5*ms || len(s.busy) != 1 || s.busyKept != 1 {
 		t.Fatalf("after the sweep at 2 ms: %v, kept %d", s.busy, s.busyKept)
 	}
-	s.send(1, 2, make([]byte, 1000), false) // behind the 5 ms: free at 6 ms
-	s.send(0, 1, make([]byte, 1000), false) // from now: free at 3 ms
+	s.send(1, 2, make([]byte, 1000)) // behind the 5 ms: free at 6 ms
+	s.send(0, 1, make([]byte, 1000)) // from now: free at 3 ms
 	var got []int64
 	for len(s.q) > 0 {
 		got = append(got, s.q.pop().at)

@@ -1,0 +1,78 @@
+package node
+
+// When a node asks for what it lacks.
+//
+// Two requests recover what the links lose (sync.go): SyncRequest, from a
+// node that has waited at its gate, and AntiEntropy, now and then. When to
+// send them is a protocol decision, so it is taken here, at Tick, in
+// ticks: the simulator's cores run the code the daemon's run, and what
+// differs between them is two numbers each driver gives
+// (SyncConfig.StallTicks, EntropyTicks) and one it may (AskPeriods).
+//
+// A node stalled (it cannot train and is not done) asks once it has been
+// for max(StallTicks, AskPeriods exchange periods), and again every such
+// wait while it stays stalled; the exchange period is the mean of the
+// ticks between the starts of its exchanges, waits included, so a wait in
+// periods grows with the mesh's pace, as a queue on a slow link does. It
+// is capped at SuspectTicks (or StallTicks, if larger): whatever the pace,
+// a node asks at least as often as it would suspect a silent member.
+// Every EntropyTicks a node sends an anti-entropy request. A floor of 0
+// leaves that request to the driver, which calls SyncRequest or
+// AntiEntropy itself (a driver whose links lose nothing asks neither).
+//
+// The daemon asks after 200 ms or three periods, and every four
+// heartbeats; the simulator after its links' latency allows an answer
+// (Config.SyncTimeout), and every SyncInterval (README, status: on a
+// saturated link neither keeps the simulator's run from collapsing, and a
+// rule that would, a retransmission timer's backoff, left the join and
+// leave scenarios with updates undelivered).
+
+// askWhenDue queues, at a tick, the requests whose time has come.
+func (n *Node) askWhenDue() {
+	p := &n.proto
+	if n.sc.StallTicks > 0 {
+		n.askWhenStalled()
+	}
+	if e := n.sc.EntropyTicks; e > 0 && p.tick-p.lastEntropy >= uint64(e) {
+		p.lastEntropy = p.tick
+		p.direct = append(p.direct, n.AntiEntropy()...)
+	}
+}
+
+// askWhenStalled asks the members holding the node back, once it has been
+// unable to train (and not done) for the wait, and again every wait.
+func (n *Node) askWhenStalled() {
+	p := &n.proto
+	if n.CanTrain() || n.Done() {
+		p.stalled = false
+		return
+	}
+	if !p.stalled {
+		p.stalled, p.stalledAt = true, p.tick
+	}
+	wait := n.stallWait()
+	if p.tick-p.stalledAt < wait || p.tick-p.lastStallAsk < wait {
+		return
+	}
+	p.lastStallAsk = p.tick
+	out := n.SyncRequest()
+	if len(out) > 0 {
+		n.syncStats.StallAsks++
+	}
+	p.direct = append(p.direct, out...)
+}
+
+// stallWait is the ticks a stalled node waits before it asks, and between
+// asks (see above).
+func (n *Node) stallWait() uint64 {
+	floor := uint64(n.sc.StallTicks)
+	paced := (uint64(n.sc.AskPeriods)*n.proto.period + 999) / 1000
+	return min(max(floor, paced), max(floor, uint64(n.sc.SuspectTicks)))
+}
+
+// SetAskTiming sets the core's request timers in ticks (see
+// SyncConfig.StallTicks, EntropyTicks and AskPeriods), for a driver that
+// knows its tick's length; a floor of zero turns that request's timer off.
+func (n *Node) SetAskTiming(stall, entropy, periods int) {
+	n.sc.StallTicks, n.sc.EntropyTicks, n.sc.AskPeriods = max(stall, 0), max(entropy, 0), max(periods, 0)
+}
