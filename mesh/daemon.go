@@ -628,12 +628,6 @@ func (a *Daemon) send(m node.Message) {
 	a.net.SendTo(p, m.Data)
 }
 
-func (a *Daemon) sendAll(msgs []node.Message) {
-	for _, m := range msgs {
-		a.send(m)
-	}
-}
-
 func (a *Daemon) publish(data []byte) {
 	if a.cfg.OverlayBroadcast {
 		for _, hop := range a.n.Relays(a.self) {
