@@ -173,7 +173,7 @@ func (a *Daemon) configureCore() {
 	a.n.SetTiming(ticks(a.cfg.Heartbeat), suspect, 4*suspect)
 	if !a.cfg.Reliable {
 		// The core asks for what it lacks on its ticks (node/asking.go):
-		// stuck at its gate for stallFloor or three exchange periods, and
+		// stuck at its gate for stallFloor or three iteration periods, and
 		// anti-entropy every four heartbeats.
 		a.n.SetAskTiming(ticks(stallFloor), 4*ticks(a.cfg.Heartbeat), 3)
 	}

@@ -10,17 +10,18 @@ package node
 // (SyncConfig.StallTicks, EntropyTicks) and one it may (AskPeriods).
 //
 // A node stalled (it cannot train and is not done) asks once it has been
-// for max(StallTicks, AskPeriods exchange periods), and again every such
-// wait while it stays stalled; the exchange period is the mean of the
-// ticks between the starts of its exchanges, waits included, so a wait in
-// periods grows with the mesh's pace, as a queue on a slow link does. It
+// for max(StallTicks, AskPeriods iteration periods), and again every such
+// wait while it stays stalled; the iteration period is the mean of the
+// ticks between its Trains, waits included (the daemon's measure before
+// the rule moved here), so a wait in periods grows with the mesh's pace,
+// as a queue on a slow link does. It
 // is capped at SuspectTicks (or StallTicks, if larger): whatever the pace,
 // a node asks at least as often as it would suspect a silent member.
 // Every EntropyTicks a node sends an anti-entropy request. A floor of 0
 // leaves that request to the driver, which calls SyncRequest or
 // AntiEntropy itself (a driver whose links lose nothing asks neither).
 //
-// The daemon asks after 200 ms or three periods, and every four
+// The daemon asks after 200 ms or three iteration periods, and every four
 // heartbeats; the simulator after its links' latency allows an answer
 // (Config.SyncTimeout), and every SyncInterval (README, status: on a
 // saturated link neither keeps the simulator's run from collapsing, and a

@@ -18,12 +18,12 @@ func syncRequestsIn(msgs []Message) int {
 
 // A node held at its gate asks at its ticks: the tick that finds it
 // stalled starts the wait, and it asks StallTicks later and then every
-// StallTicks, stretched to AskPeriods exchange periods; with a floor of 0
+// StallTicks, stretched to AskPeriods iteration periods; with a floor of 0
 // Tick sends none (the driver's).
 func TestTickAsksWhenStalled(t *testing.T) {
 	for _, tc := range []struct {
 		stall, periods int
-		period         uint64 // exchange period, in ticks
+		period         uint64 // iteration period, in ticks
 		want           []uint64
 	}{
 		{stall: 3, want: []uint64{4, 7, 10}},

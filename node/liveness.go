@@ -179,12 +179,11 @@ type protocol struct {
 	// cost each simulated core about 40 bytes per member.
 	peers     []uint64
 	peerKnown []bool
-	// Own hellos and round time; period is the mean ticks between the
-	// starts of two exchanges (thousandths, as round), waits included.
-	helloSeq, lastHello      uint64
-	round, lastTrainTick     uint64
-	period, lastExchangeTick uint64
-	exchanged                bool
+	// Own hellos and round time; period is the mean ticks between two
+	// Trains (thousandths, as round), waits included.
+	helloSeq, lastHello  uint64
+	round, lastTrainTick uint64
+	period               uint64
 	// Asking (asking.go): whether the node is stalled and since when, and
 	// the ticks of its last requests of each kind.
 	stalled                              bool
@@ -571,12 +570,7 @@ func (n *Node) observeRound() {
 	n.noteGate()
 	if p.trained {
 		p.round = meanTicks(p.round, 1000*(p.tick-max(p.lastTrainTick, p.gateOpenAt)))
-	}
-	if !n.midExchange() {
-		if p.exchanged {
-			p.period = meanTicks(p.period, 1000*(p.tick-p.lastExchangeTick))
-		}
-		p.lastExchangeTick, p.exchanged = p.tick, true
+		p.period = meanTicks(p.period, 1000*(p.tick-p.lastTrainTick))
 	}
 	p.lastTrainTick, p.trained, p.gateOpen = p.tick, true, false
 }

@@ -237,7 +237,7 @@ type SyncConfig struct {
 	HeartbeatTicks, SuspectTicks, DeadTicks int
 	// StallTicks is the fewest ticks a node waits at its gate before Tick
 	// sends SyncRequest's requests, and between two sends, AskPeriods
-	// stretching it to that many of the node's exchange periods;
+	// stretching it to that many of the node's iteration periods;
 	// EntropyTicks is the period of AntiEntropy's (asking.go). A tick
 	// count of 0, the default, leaves that request to the driver.
 	StallTicks, EntropyTicks, AskPeriods int
