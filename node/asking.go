@@ -14,9 +14,9 @@ package node
 // wait while it stays stalled; the iteration period is the mean of the
 // ticks between its Trains, waits included (the daemon's measure before
 // the rule moved here), so a wait in periods grows with the mesh's pace,
-// as a queue on a slow link does. It
-// is capped at SuspectTicks (or StallTicks, if larger): whatever the pace,
-// a node asks at least as often as it would suspect a silent member.
+// as a queue on a slow link does. It is capped at SuspectTicks (or
+// StallTicks, if larger): whatever the pace, a node asks at least as often
+// as it would suspect a silent member.
 // Every EntropyTicks a node sends an anti-entropy request. A floor of 0
 // leaves that request to the driver, which calls SyncRequest or
 // AntiEntropy itself (a driver whose links lose nothing asks neither).
