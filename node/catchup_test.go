@@ -373,28 +373,50 @@ func TestJoinerAdmittedAcrossALongSplitEndsInOneView(t *testing.T) {
 // second view (a simulated split healed near the history, under other
 // timing than today's). A node still rejoins when the lack is one-way, and
 // does not when the lacker is superseded by a new incarnation meanwhile.
+// lackerScene is a mesh of a/1, b/1 and z/1 after three rounds, in which
+// z/1's driver then only says hello, at a clock five past its own, and
+// tells b/1 that its updates up to that clock are gone: b/1 lacks them,
+// and nothing tells b/1 that z/1 lacks anything.
+type lackerScene struct {
+	n          *pnet
+	b          *Node
+	seq, clock uint64
+}
+
+func newLackerScene(t *testing.T) *lackerScene {
+	n := newPnet(t, []string{"a/1", "b/1", "z/1"}, 60)
+	for range 3 {
+		n.round()
+	}
+	lacker := n.nodes["z/1"]
+	n.nodes["z/1"] = nil
+	return &lackerScene{n: n, b: n.nodes["b/1"], seq: 100, clock: lacker.Clock() + 5}
+}
+
+// hello has z/1 say hello to a/1 and b/1.
+func (s *lackerScene) hello() {
+	s.seq++
+	h := s.n.sign(Announcement{Kind: KindHello, Member: "z/1", Clock: s.clock, Seq: s.seq}, "z/1")
+	s.n.nodes["a/1"].Receive("z/1", h)
+	s.b.Receive("z/1", h)
+}
+
+// gone has z/1 tell b/1 that its updates up to its clock are gone.
+func (s *lackerScene) gone() { s.b.Receive("z/1", EncodeGone("z/1", s.clock)) }
+
 func TestSimplyBehindWaitsForTheLackerToRejoin(t *testing.T) {
 	for _, superseded := range []bool{false, true} {
-		ids := []string{"a/1", "b/1", "z/1"}
-		n := newPnet(t, ids, 60)
-		for range 3 {
-			n.round()
-		}
-		b, lacker := n.nodes["b/1"], n.nodes["z/1"]
-		n.nodes["z/1"] = nil // its driver now only says hello and "gone"
-		seq, clock := uint64(100), lacker.Clock()+5
+		sc := newLackerScene(t)
+		n, b := sc.n, sc.b
 		ticks := uint64(b.sc.SuspectTicks)
 		goneAt := b.proto.tick
 		decidedAt := uint64(0)
 		for r := 0; r < 4*int(ticks) && decidedAt == 0; r++ {
 			if n.nodes["z/2"] == nil {
-				seq++
-				h := n.sign(Announcement{Kind: KindHello, Member: "z/1", Clock: clock, Seq: seq}, "z/1")
-				n.nodes["a/1"].Receive("z/1", h)
-				b.Receive("z/1", h)
+				sc.hello()
 			}
 			if r == 0 {
-				b.Receive("z/1", EncodeGone("z/1", clock))
+				sc.gone()
 				goneAt = b.proto.tick
 			}
 			if superseded && r == int(ticks)+2 {
@@ -427,21 +449,12 @@ func TestSimplyBehindWaitsForTheLackerToRejoin(t *testing.T) {
 // simulator, a split 0-6 | 7 with 2 % loss, before the review: n2 decided
 // to rejoin through n7, which rejoined itself, and n2 waited for good).
 func TestRejoinIsReviewedWhenTheLackerRejoinsItself(t *testing.T) {
-	ids := []string{"a/1", "b/1", "z/1"}
-	n := newPnet(t, ids, 60)
-	for range 3 {
-		n.round()
-	}
-	b, lacker := n.nodes["b/1"], n.nodes["z/1"]
-	n.nodes["z/1"] = nil // its driver now only says hello and "gone"
-	seq, clock := uint64(100), lacker.Clock()+5
+	sc := newLackerScene(t)
+	n, b := sc.n, sc.b
 	for r := 0; r < 4*b.sc.SuspectTicks && b.Rejoining() == ""; r++ {
-		seq++
-		h := n.sign(Announcement{Kind: KindHello, Member: "z/1", Clock: clock, Seq: seq}, "z/1")
-		n.nodes["a/1"].Receive("z/1", h)
-		b.Receive("z/1", h)
+		sc.hello()
 		if r == 0 {
-			b.Receive("z/1", EncodeGone("z/1", clock))
+			sc.gone()
 		}
 		n.round()
 	}
