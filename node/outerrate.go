@@ -71,8 +71,12 @@ var rowScratch sync.Pool
 
 func newKeyRates(size int) *keyRates { return &keyRates{level: make([]int8, size)} }
 
-// add counts u as one of the updates of the row being committed.
+// add counts u as one of the updates of the row being committed; nil (no
+// adaptive step) counts nothing.
 func (r *keyRates) add(u codec.Sparse) {
+	if r == nil {
+		return
+	}
 	if r.row == nil {
 		r.row, _ = rowScratch.Get().(*rowSums)
 		if r.row == nil || len(r.row.sum) != len(r.level) {
@@ -102,10 +106,10 @@ func (r *keyRates) add(u codec.Sparse) {
 
 // endRow moves each key's rate by the row's combined change.
 func (r *keyRates) endRow() {
-	row := r.row
-	if row == nil {
+	if r == nil || r.row == nil {
 		return
 	}
+	row := r.row
 	for _, k := range row.touched {
 		r.level[k] = nextLevel(r.level[k], row.sum[k])
 		row.sum[k] = 0

@@ -287,13 +287,9 @@ func (n *Node) commit() {
 				continue
 			}
 			n.applyCommitted(*p.u)
-			if n.local.rates != nil {
-				n.local.rates.add(*p.u)
-			}
+			n.local.rates.add(*p.u)
 		}
-		if n.local.rates != nil {
-			n.local.rates.endRow()
-		}
+		n.local.rates.endRow()
 		delete(n.pending, next)
 		delete(n.pendingUnsorted, next)
 		n.committedClock = next

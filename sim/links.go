@@ -71,16 +71,16 @@ func (s *sim) send(from, to int32, data []byte) {
 	case node.IsAnnouncement(data):
 		s.memberMsgs++
 		s.memberBytes += uint64(size)
-	case node.IsSyncMessage(data):
-		s.msgs++
-		s.bytes += uint64(size)
-		s.sentBy[causeSyncRequest]++
-		s.syncMsgs++
-		s.syncBytes += uint64(size)
 	default:
 		s.msgs++
 		s.bytes += uint64(size)
-		s.sentBy[s.cause]++
+		cause := s.cause
+		if node.IsSyncMessage(data) {
+			cause = causeSyncRequest
+			s.syncMsgs++
+			s.syncBytes += uint64(size)
+		}
+		s.sentBy[cause]++
 	}
 	a, b := s.nodes[from], s.nodes[to]
 	if a.group != b.group {
