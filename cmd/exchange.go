@@ -91,12 +91,7 @@ func (f *exchangeFlags) resolveBudget(p netmodel.LinkProfile, period time.Durati
 	if err != nil {
 		return
 	}
-	slowest := math.Inf(1)
-	for _, row := range p.Bandwidth {
-		for _, b := range row {
-			slowest = min(slowest, b)
-		}
-	}
+	slowest := p.MinBandwidth()
 	degree := bits.Len(uint(max(nodes-1, 1))) // ⌈log2 P⌉ next hops on the halton overlay
 	if topology == "full" {
 		degree = nodes - 1

@@ -2,6 +2,7 @@ package netmodel
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -168,6 +169,18 @@ func (p *LinkProfile) MaxLatency() time.Duration {
 	for _, row := range p.Latency {
 		for _, l := range row {
 			m = max(m, l)
+		}
+	}
+	return m
+}
+
+// MinBandwidth is the smallest bandwidth of any link, in bytes per second;
+// +Inf for a profile with no links.
+func (p *LinkProfile) MinBandwidth() float64 {
+	m := math.Inf(1)
+	for _, row := range p.Bandwidth {
+		for _, b := range row {
+			m = min(m, b)
 		}
 	}
 	return m

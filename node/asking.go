@@ -23,10 +23,11 @@ package node
 //
 // The daemon asks after 200 ms or three iteration periods, and every four
 // heartbeats; the simulator after its links' latency allows an answer
-// (Config.SyncTimeout), and every SyncInterval (README, status: on a
-// saturated link neither keeps the simulator's run from collapsing, and a
-// rule that would, a retransmission timer's backoff, left the join and
-// leave scenarios with updates undelivered).
+// (Config.SyncTimeout), and every SyncInterval. On a saturated link no
+// setting of these timers kept the simulator's run from collapsing, and a
+// retransmission timer's backoff left the join and leave scenarios with
+// updates undelivered; what holds it is the pace of the answers
+// (payReplies below, README, status).
 
 // askWhenDue queues, at a tick, the requests whose time has come.
 func (n *Node) askWhenDue() {
@@ -70,6 +71,38 @@ func (n *Node) stallWait() uint64 {
 	paced := (uint64(n.sc.AskPeriods)*n.proto.period + 999) / 1000
 	return min(max(floor, paced), max(floor, uint64(n.sc.SuspectTicks)))
 }
+
+// payReplies renews, at a tick, what each requester may be answered (see
+// SyncConfig.ReplyRate): MaxReplyBytes a tick, or the debt of its answers
+// paid back at ReplyRate.
+//
+// On a link slower than the answers a request may pull, a stalled node's
+// asks for updates still queued are answered again behind them: on
+// 2 Mbit/s links carrying raw frames, 1 MiB a tick let each simulated
+// requester pull a hundred times what its link carries, the members
+// resent each update tens of times and kept their links full long after
+// training ended, and their hellos, behind answers of a megabyte, came too
+// late: members took each other for dead (README, status). Paced at the
+// link's bandwidth, the same run holds.
+func (n *Node) payReplies() {
+	rate := n.sc.ReplyRate
+	if rate == 0 {
+		clear(n.replied)
+		return
+	}
+	for from, debt := range n.replied {
+		if debt <= rate {
+			delete(n.replied, from)
+			continue
+		}
+		n.replied[from] = debt - rate
+	}
+}
+
+// SetReplyRate sets SyncConfig.ReplyRate, in bytes per tick, for a driver
+// that knows its links' bandwidth; 0 takes the bound back to
+// MaxReplyBytes every tick.
+func (n *Node) SetReplyRate(bytesPerTick int) { n.sc.ReplyRate = max(bytesPerTick, 0) }
 
 // SetAskTiming sets the core's request timers in ticks (see
 // SyncConfig.StallTicks, EntropyTicks and AskPeriods), for a driver that

@@ -281,8 +281,7 @@ func (n *Node) infoAt(q int) *memberInfo {
 func (n *Node) Tick() {
 	p := &n.proto
 	p.tick++
-	// Answers to sync requests are budgeted per requester and tick.
-	clear(n.replied)
+	n.payReplies()
 	if p.leaving {
 		if p.tick-p.lastLeaveSend >= uint64(n.sc.HeartbeatTicks) {
 			n.sendLeave()

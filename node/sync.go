@@ -226,6 +226,13 @@ type SyncConfig struct {
 	// envelope) answered to one requester within one tick (Tick); the
 	// requester asks again for the rest. Default 1 MiB.
 	MaxReplyBytes int
+	// ReplyRate, when set, makes MaxReplyBytes a burst: what is answered
+	// to one requester is paid back at ReplyRate bytes a tick, so that
+	// its answers take no more than that on average (one update larger
+	// than the burst still goes alone once the debt is paid). A driver
+	// that knows its links sets it to their bandwidth in bytes per tick
+	// (SetReplyRate). 0, the default, allows MaxReplyBytes every tick.
+	ReplyRate int
 	// Fanout is how many laggards one SyncRequest asks; repeated calls
 	// take the next ones. Default 32.
 	Fanout int
@@ -245,7 +252,7 @@ type SyncConfig struct {
 
 func (c *SyncConfig) fill(staleness int) error {
 	switch {
-	case c.Window < 0 || c.History < 0 || c.MaxReplyBytes < 0 || c.Fanout < 0 ||
+	case c.Window < 0 || c.History < 0 || c.MaxReplyBytes < 0 || c.ReplyRate < 0 || c.Fanout < 0 ||
 		c.HeartbeatTicks < 0 || c.SuspectTicks < 0 || c.DeadTicks < 0 || c.StallTicks < 0 || c.EntropyTicks < 0 || c.AskPeriods < 0:
 		return fmt.Errorf("node: sync settings must be >= 0, got %+v", *c)
 	case c.Window != 0 && c.Window < staleness+2:

@@ -546,6 +546,46 @@ func TestSyncAnswerBudgetPerRound(t *testing.T) {
 	}
 }
 
+// With a reply rate, the budget is a burst paid back at the rate: once a
+// requester has been answered its MaxReplyBytes, the answers of the next
+// ticks, however often it asks, hold no more than the rate has paid back
+// (on a slow link what it pulled is still on its way). Without a rate the
+// whole budget renews every tick.
+func TestSyncAnswersPaidBackAtTheReplyRate(t *testing.T) {
+	const budget, rate, ticks = 64 << 10, 4 << 10, 8
+	nodes, ids := newNodes(t, 2, 1, 300, SyncConfig{MaxReplyBytes: budget})
+	a := nodes[0]
+	pn := newPartitionNet(t, nodes)
+	for range 200 {
+		pn.round()
+	}
+	a.Ready()
+	a.SetReplyRate(rate)
+	req := EncodeSync(SyncMessage{Upto: ^uint64(0), Have: []SyncEntry{{Origin: ids[0], Clock: 0}}})
+	a.Receive(ids[1], req)
+	if total, _ := wireBytes(t, a.Ready().Messages); total == 0 || total > budget {
+		t.Fatalf("first answer: %d bytes, want some, at most %d", total, budget)
+	}
+	paced := 0
+	for range ticks {
+		a.Tick()
+		for range 3 {
+			a.Receive(ids[1], req)
+		}
+		total, _ := wireBytes(t, a.Ready().Messages)
+		paced += total
+	}
+	if paced == 0 || paced > ticks*rate {
+		t.Fatalf("answered %d bytes in %d ticks at %d a tick, want some and at most %d", paced, ticks, rate, ticks*rate)
+	}
+	a.SetReplyRate(0)
+	a.Tick()
+	a.Receive(ids[1], req)
+	if total, _ := wireBytes(t, a.Ready().Messages); total <= ticks*rate {
+		t.Fatalf("answered %d bytes in the tick after the rate was lifted, want more than %d", total, ticks*rate)
+	}
+}
+
 // Issue 14, defect 6 (a): the clock a request asks up to is clamped to what
 // the answering node can hold of the origin and to History clocks above
 // the requester's entry, whatever the request says.

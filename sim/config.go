@@ -5,6 +5,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
@@ -81,6 +82,11 @@ type Config struct {
 	// P = 256 on lan: 13.8 messages per node per iteration, against 15.1
 	// with a window for every arrival and 45.8 with 1 ms (see the README).
 	FlushDelay time.Duration
+	// SendQueueBytes bounds the update traffic waiting on one link, as
+	// the daemon's send queue is bounded (mesh.Limits.SendQueueBytes, whose
+	// default is the default here: 128 MiB); past it the oldest update
+	// messages are dropped. Announcements go ahead of it (links.go).
+	SendQueueBytes int
 	// Sync tunes the nodes' retransmission (node.SyncConfig defaults).
 	Sync node.SyncConfig
 	// Faults is an optional fault script.
@@ -90,6 +96,9 @@ type Config struct {
 	Progress  func(Progress)
 	EvalEvery int
 }
+
+// DefaultSendQueueBytes is Config.SendQueueBytes's default, the daemon's.
+const DefaultSendQueueBytes = 128 << 20
 
 // MaxNodes bounds Config.Nodes (and the joiners of a fault script). Link
 // state is kept only for the links busy now, so memory bounds P: each core
@@ -117,6 +126,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("nodes must be between 1 and %d, got %d", MaxNodes, c.Nodes)
 	case c.ComputeTime < 0 || c.SyncTimeout < 0 || c.SyncInterval < 0 || c.DetectionDelay < 0 || c.FlushDelay < 0 || c.Tick < 0:
 		return errors.New("compute time, sync timeout, sync interval, detection delay, flush delay and tick must be >= 0")
+	case c.SendQueueBytes < 0:
+		return fmt.Errorf("send queue bytes must be >= 0 (0 = %d), got %d", DefaultSendQueueBytes, c.SendQueueBytes)
 	}
 	if err := c.Training.Validate(c.Train, c.Test); err != nil {
 		return err
@@ -147,6 +158,14 @@ func (c *Config) validate() error {
 	}
 	if c.Tick == 0 {
 		c.Tick = 10 * time.Millisecond
+	}
+	if bw := c.WAN.MinBandwidth(); c.Sync.ReplyRate == 0 && bw > 0 && !math.IsInf(bw, 0) {
+		// What a node answers one requester follows the slowest link
+		// (node.SyncConfig.ReplyRate).
+		c.Sync.ReplyRate = max(1, int(bw*c.Tick.Seconds()))
+	}
+	if c.SendQueueBytes == 0 {
+		c.SendQueueBytes = DefaultSendQueueBytes
 	}
 	if c.Sync.HeartbeatTicks == 0 {
 		c.Sync.HeartbeatTicks = node.DefaultHeartbeatTicks

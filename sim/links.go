@@ -2,7 +2,13 @@ package sim
 
 // The link model: each message waits for its link, its transmission time
 // at the link's bandwidth and the one-way latency, and may be lost,
-// duplicated or held back as the network and the scenario say.
+// duplicated or held back as the network and the scenario say. What waits
+// for a busy link is the sender's queue, kept as the daemon keeps it
+// (mesh's sendQueue, and the testnet's emulated links): announcements go
+// ahead of the update traffic that has not started, and update traffic
+// past SendQueueBytes is dropped, oldest first. With one FIFO per link, as
+// before, a hello on a saturated link waited behind seconds of frames,
+// where the daemon and the testnet send it first.
 
 import (
 	"github.com/sketchmesh/sketchmesh/node"
@@ -45,6 +51,8 @@ func (s *sim) drop(from, to int32, size int, reason string) {
 		code = 2
 	case "dead":
 		code = 3
+	case "queue":
+		code = 4
 	}
 	s.trace.words(trDrop, uint64(s.now), uint64(from), uint64(to), uint64(size), code)
 }
@@ -64,11 +72,13 @@ func (s *sim) sweepLinks() {
 	s.busy, s.busyKept = busy, len(busy)
 }
 
-// send puts one message on the link from → to.
+// send puts one message on the link from → to: at once when the link is
+// free, else in the link's queue.
 func (s *sim) send(from, to int32, data []byte) {
 	size := len(data)
+	urgent := node.IsAnnouncement(data)
 	switch {
-	case node.IsAnnouncement(data):
+	case urgent:
 		s.memberMsgs++
 		s.memberBytes += uint64(size)
 	default:
@@ -82,14 +92,71 @@ func (s *sim) send(from, to int32, data []byte) {
 		}
 		s.sentBy[cause]++
 	}
+	link := linkKey(from, to)
+	q := s.waiting[link]
+	if q == nil && s.busy[link] <= s.now {
+		s.transmit(from, to, data)
+		return
+	}
+	if q == nil {
+		q = &linkQueue{inc: s.nodes[from].inc}
+		s.waiting[link] = q
+		s.schedule(s.busy[link], evLinkFree, to, from, 0, nil)
+	}
+	if inc := s.nodes[from].inc; q.inc != inc {
+		s.dropQueued(from, to, q) // what the sender's last life queued
+		q.inc = inc
+	}
+	for _, d := range q.push(data, urgent, s.queueLimit) {
+		s.drop(from, to, len(d), "queue")
+	}
+}
+
+// linkFree starts the next message waiting on the link from → to, which
+// is free now. What a sender queued before it stopped went with it.
+func (s *sim) linkFree(from, to int32) {
+	link := linkKey(from, to)
+	q := s.waiting[link]
+	if q == nil {
+		return
+	}
+	if a := s.nodes[from]; !a.alive || a.inc != q.inc {
+		s.dropQueued(from, to, q)
+	}
+	if !q.empty() {
+		s.transmit(from, to, q.pop())
+	}
+	if q.empty() {
+		delete(s.waiting, link)
+		return
+	}
+	// A message cut by a partition took no time on the link.
+	s.schedule(max(s.busy[link], s.now), evLinkFree, to, from, 0, nil)
+}
+
+// dropQueued drops everything q holds for the link from → to, whose
+// sender stopped.
+func (s *sim) dropQueued(from, to int32, q *linkQueue) {
+	for _, d := range q.urgent {
+		s.drop(from, to, len(d), "dead")
+	}
+	for _, d := range q.data {
+		s.drop(from, to, len(d), "dead")
+	}
+	*q = linkQueue{inc: q.inc}
+}
+
+// transmit puts data on the link from → to, free now: it occupies the link
+// for its transmission time and arrives a latency later, unless lost.
+func (s *sim) transmit(from, to int32, data []byte) {
+	size := len(data)
 	a, b := s.nodes[from], s.nodes[to]
 	if a.group != b.group {
 		s.drop(from, to, size, "partition")
 		return
 	}
 	link := linkKey(from, to)
-	start := max(s.now, s.busy[link])
-	done := start + int64(float64(size)/s.bw[a.site][b.site]*1e9)
+	done := s.now + int64(float64(size)/s.bw[a.site][b.site]*1e9)
 	s.busy[link] = done
 	if len(s.busy) > max(4096, 2*s.busyKept) {
 		s.sweepLinks()
@@ -113,6 +180,51 @@ func (s *sim) send(from, to int32, data []byte) {
 		s.schedule(arrive+extra, evDeliver, to, from, 0, data)
 	}
 }
+
+// linkQueue is what waits for one busy link: announcements, then update
+// traffic, each in the order sent.
+type linkQueue struct {
+	urgent, data [][]byte
+	// dataBytes is the size of data, which the bound counts (as the
+	// daemon's does); inc is the sender's incarnation when it queued.
+	dataBytes int
+	inc       uint32
+}
+
+// push queues msg and returns the update messages dropped, oldest first,
+// to keep the update traffic within limit bytes (announcements do not
+// count, and the newest message is kept).
+func (q *linkQueue) push(msg []byte, urgent bool, limit int) (dropped [][]byte) {
+	if urgent {
+		q.urgent = append(q.urgent, msg)
+		return nil
+	}
+	q.data = append(q.data, msg)
+	q.dataBytes += len(msg)
+	for q.dataBytes > limit && len(q.data) > 1 {
+		dropped = append(dropped, q.data[0])
+		q.dataBytes -= len(q.data[0])
+		q.data[0] = nil
+		q.data = q.data[1:]
+	}
+	return dropped
+}
+
+// pop takes the next message: the oldest announcement, else the oldest
+// update message. The queue must not be empty.
+func (q *linkQueue) pop() []byte {
+	if len(q.urgent) > 0 {
+		msg := q.urgent[0]
+		q.urgent[0], q.urgent = nil, q.urgent[1:]
+		return msg
+	}
+	msg := q.data[0]
+	q.data[0], q.data = nil, q.data[1:]
+	q.dataBytes -= len(msg)
+	return msg
+}
+
+func (q *linkQueue) empty() bool { return len(q.urgent) == 0 && len(q.data) == 0 }
 
 func (s *sim) jitterDelay() int64 {
 	if s.jitter == 0 {

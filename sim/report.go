@@ -101,7 +101,9 @@ type Report struct {
 	// spent with iterations left and the gate closed.
 	BlockedSecondsPerNode float64 `json:"blocked_seconds_per_node"`
 	// Dropped counts messages lost on links ("loss"), cut by a partition
-	// ("partition") or addressed to a dead node ("dead"); Duplicated counts
+	// ("partition"), addressed to a dead node or queued by one that
+	// stopped ("dead"), or past a link's queue bound ("queue", see
+	// Config.SendQueueBytes); Duplicated counts
 	// extra copies delivered; Rejected the cores' rejections by reason, as
 	// their Tracer counted them (cores a rejoin replaced included).
 	Dropped    map[string]uint64            `json:"dropped"`

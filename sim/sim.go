@@ -126,7 +126,8 @@ const (
 	evFlush
 	evTick
 	evCheck
-	evGone // a leaver stops: its notice was acknowledged, or it gave up
+	evGone     // a leaver stops: its notice was acknowledged, or it gave up
+	evLinkFree // a busy link is free: its queue's next message starts (node is the receiver, from the sender)
 )
 
 // The causes a message of the update protocol leaves for, counted apart in
@@ -200,14 +201,18 @@ type sim struct {
 	// other, so a table of all P² links would be dense.
 	busy     map[uint64]int64
 	busyKept int
-	lat      [][]int64
-	bw       [][]float64
-	net      netmodel.LinkProfile // with the scenario's loss, dup and reorder
-	jitter   float64
-	tick     int64
-	timeout  int64
-	interval int64
-	flushDly int64
+	// waiting holds the queues of the busy links something waits for
+	// (links.go), and queueLimit bounds each (Config.SendQueueBytes).
+	waiting    map[uint64]*linkQueue
+	queueLimit int
+	lat        [][]int64
+	bw         [][]float64
+	net        netmodel.LinkProfile // with the scenario's loss, dup and reorder
+	jitter     float64
+	tick       int64
+	timeout    int64
+	interval   int64
+	flushDly   int64
 
 	steps    []simStep
 	nextStep int
@@ -330,6 +335,8 @@ func newSim(cfg Config) (*sim, error) {
 	}
 	p := s.p
 	s.busy = map[uint64]int64{}
+	s.waiting = map[uint64]*linkQueue{}
+	s.queueLimit = cfg.SendQueueBytes
 	s.index = make(map[string]int32, p)
 	width := len(strconv.Itoa(p - 1))
 	s.ids = make([]string, p)
@@ -488,6 +495,8 @@ func (s *sim) run(ctx context.Context) error {
 				s.noteDone()
 				s.schedule(s.now+s.tick, evTick, ev.node, 0, ev.tag, nil)
 			}
+		case evLinkFree:
+			s.linkFree(ev.from, ev.node)
 		case evCheck:
 			s.check()
 		case evGone:

@@ -18,6 +18,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/netmodel"
+	"github.com/sketchmesh/sketchmesh/node"
 )
 
 var simData = sync.OnceValues(func() ([2]*dataset.Dataset, error) {
@@ -217,11 +218,7 @@ func TestSimLinkQueueing(t *testing.T) {
 	s.send(0, 1, msg)
 	s.send(0, 1, msg)
 	s.send(1, 0, msg) // another link: does not queue behind
-	var got []int64
-	for len(s.q) > 0 {
-		ev := s.q.pop()
-		got = append(got, ev.at)
-	}
+	got := runLinks(s)
 	ms := int64(time.Millisecond)
 	want := []int64{11 * ms, 11 * ms, 12 * ms}
 	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
@@ -255,13 +252,82 @@ func TestSimLinkSweepKeepsBusyLinks(t *testing.T) {
 	}
 	s.send(1, 2, make([]byte, 1000)) // behind the 5 ms: free at 6 ms
 	s.send(0, 1, make([]byte, 1000)) // from now: free at 3 ms
+	want := []int64{11 * ms, 13 * ms, 15 * ms, 16 * ms}
+	if got := runLinks(s); !slices.Equal(got, want) {
+		t.Fatalf("arrivals %v, want %v", got, want)
+	}
+}
+
+// runLinks runs the link events queued in s (a busy link's next message
+// starting) and returns the arrival times of the messages, in order.
+func runLinks(s *sim) []int64 {
 	var got []int64
 	for len(s.q) > 0 {
-		got = append(got, s.q.pop().at)
+		ev := s.q.pop()
+		s.now = ev.at
+		if ev.kind == evLinkFree {
+			s.linkFree(ev.from, ev.node)
+			continue
+		}
+		got = append(got, ev.at)
 	}
-	want := []int64{11 * ms, 13 * ms, 15 * ms, 16 * ms}
-	if !slices.Equal(got, want) {
-		t.Fatalf("arrivals %v, want %v", got, want)
+	return got
+}
+
+// What waits for a busy link is kept as the daemon's send queue keeps it:
+// an announcement goes ahead of the update traffic that has not started
+// (a hello behind seconds of frames would make the members take each
+// other for dead), and update traffic past SendQueueBytes is dropped,
+// oldest first; a sender that stops takes its queue with it.
+func TestSimLinkAnnouncementsGoFirst(t *testing.T) {
+	cfg := simConfig(t, 2, 1, 1)
+	wan, err := netmodel.ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 ms per 1000 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WAN = wan
+	cfg.SendQueueBytes = 2500
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := node.EncodeAnnouncement(node.Announcement{Kind: node.KindHello, Member: "n0"})
+	ms := int64(time.Millisecond)
+	sizes := map[int64]int{}
+	for _, size := range []int{1000, 1000, 1000} {
+		s.send(0, 1, make([]byte, size))
+	}
+	s.send(0, 1, hello)
+	s.send(0, 1, make([]byte, 1000)) // past 2500 bytes waiting: the oldest waiting goes
+	for len(s.q) > 0 {
+		ev := s.q.pop()
+		s.now = ev.at
+		if ev.kind == evLinkFree {
+			s.linkFree(ev.from, ev.node)
+			continue
+		}
+		sizes[ev.at] = len(ev.data)
+	}
+	// The first 1000 bytes leave at once (arrive at 11 ms); the hello
+	// next, ahead of the two frames still waiting.
+	helloAt := 11*ms + int64(len(hello))*int64(time.Microsecond)
+	if sizes[11*ms] != 1000 || sizes[helloAt] != len(hello) {
+		t.Fatalf("arrivals by time %v: want 1000 bytes at 11 ms and the hello at %d ns", sizes, helloAt)
+	}
+	if len(sizes) != 4 || s.dropped["queue"] != 1 {
+		t.Fatalf("arrivals by time %v, %d dropped from the queue: want 4 arrivals and 1 dropped", sizes, s.dropped["queue"])
+	}
+
+	// A sender that stops while its link is busy takes its queue along.
+	s.send(0, 1, make([]byte, 1000))
+	s.send(0, 1, make([]byte, 1000))
+	s.nodes[0].inc++
+	arrived := runLinks(s)
+	if len(arrived) != 1 || s.dropped["dead"] != 1 {
+		t.Fatalf("after the sender stopped: %d arrivals, %d dropped as dead, want 1 and 1", len(arrived), s.dropped["dead"])
 	}
 }
 
