@@ -511,14 +511,7 @@ func wireBytes(t *testing.T, msgs []Message) (total int, ups []Update) {
 // the round are dropped and counted, and the next round has a new budget.
 func TestSyncAnswerBudgetPerRound(t *testing.T) {
 	const budget = 64 << 10
-	nodes, ids := newNodes(t, 2, 1, 300, SyncConfig{MaxReplyBytes: budget})
-	a := nodes[0]
-	pn := newPartitionNet(t, nodes)
-	for range 200 {
-		pn.round()
-	}
-	a.Ready()
-	req := EncodeSync(SyncMessage{Upto: ^uint64(0), Have: []SyncEntry{{Origin: ids[0], Clock: 0}}})
+	a, ids, req := askedForAll(t, budget)
 	if len(req) != 22+len(ids[0]) {
 		t.Fatalf("the request takes %d bytes, want %d", len(req), 22+len(ids[0]))
 	}
@@ -546,13 +539,11 @@ func TestSyncAnswerBudgetPerRound(t *testing.T) {
 	}
 }
 
-// With a reply rate, the budget is a burst paid back at the rate: once a
-// requester has been answered its MaxReplyBytes, the answers of the next
-// ticks, however often it asks, hold no more than the rate has paid back
-// (on a slow link what it pulled is still on its way). Without a rate the
-// whole budget renews every tick.
-func TestSyncAnswersPaidBackAtTheReplyRate(t *testing.T) {
-	const budget, rate, ticks = 64 << 10, 4 << 10, 8
+// askedForAll returns a node a that has kept 200 of its own updates with
+// an answer budget of budget bytes, the ids of a and its peer, and a
+// request of the peer's for all of a's updates.
+func askedForAll(t *testing.T, budget int) (*Node, []string, []byte) {
+	t.Helper()
 	nodes, ids := newNodes(t, 2, 1, 300, SyncConfig{MaxReplyBytes: budget})
 	a := nodes[0]
 	pn := newPartitionNet(t, nodes)
@@ -560,8 +551,18 @@ func TestSyncAnswersPaidBackAtTheReplyRate(t *testing.T) {
 		pn.round()
 	}
 	a.Ready()
+	return a, ids, EncodeSync(SyncMessage{Upto: ^uint64(0), Have: []SyncEntry{{Origin: ids[0], Clock: 0}}})
+}
+
+// With a reply rate, the budget is a burst paid back at the rate: once a
+// requester has been answered its MaxReplyBytes, the answers of the next
+// ticks, however often it asks, hold no more than the rate has paid back
+// (on a slow link what it pulled is still on its way). Without a rate the
+// whole budget renews every tick.
+func TestSyncAnswersPaidBackAtTheReplyRate(t *testing.T) {
+	const budget, rate, ticks = 64 << 10, 4 << 10, 8
+	a, ids, req := askedForAll(t, budget)
 	a.SetReplyRate(rate)
-	req := EncodeSync(SyncMessage{Upto: ^uint64(0), Have: []SyncEntry{{Origin: ids[0], Clock: 0}}})
 	a.Receive(ids[1], req)
 	if total, _ := wireBytes(t, a.Ready().Messages); total == 0 || total > budget {
 		t.Fatalf("first answer: %d bytes, want some, at most %d", total, budget)

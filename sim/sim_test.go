@@ -201,24 +201,12 @@ func TestSimGeo3Latency(t *testing.T) {
 
 // Messages on one link queue behind each other at the link's bandwidth.
 func TestSimLinkQueueing(t *testing.T) {
-	cfg := simConfig(t, 2, 1, 1)
-	wan, err := netmodel.ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 MB/s: 1 ms per 1000 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.WAN = wan
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := linkSim(t, 2, 0) // 8 Mbit/s, 1 MB/s: 1 ms per 1000 bytes
 	msg := make([]byte, 1000)
 	s.send(0, 1, msg)
 	s.send(0, 1, msg)
 	s.send(1, 0, msg) // another link: does not queue behind
-	got := runLinks(s)
+	got, _ := runLinks(s)
 	ms := int64(time.Millisecond)
 	want := []int64{11 * ms, 11 * ms, 12 * ms}
 	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
@@ -229,19 +217,7 @@ func TestSimLinkQueueing(t *testing.T) {
 // The link table keeps only the links still busy: a sweep forgets those
 // free by now, and a message on a link still busy queues as before.
 func TestSimLinkSweepKeepsBusyLinks(t *testing.T) {
-	cfg := simConfig(t, 3, 1, 1)
-	wan, err := netmodel.ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 ms per 1000 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.WAN = wan
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := linkSim(t, 3, 0) // 8 Mbit/s, 1 MB/s: 1 ms per 1000 bytes
 	ms := int64(time.Millisecond)
 	s.send(0, 1, make([]byte, 1000)) // free at 1 ms
 	s.send(1, 2, make([]byte, 5000)) // free at 5 ms
@@ -253,15 +229,35 @@ func TestSimLinkSweepKeepsBusyLinks(t *testing.T) {
 	s.send(1, 2, make([]byte, 1000)) // behind the 5 ms: free at 6 ms
 	s.send(0, 1, make([]byte, 1000)) // from now: free at 3 ms
 	want := []int64{11 * ms, 13 * ms, 15 * ms, 16 * ms}
-	if got := runLinks(s); !slices.Equal(got, want) {
+	if got, _ := runLinks(s); !slices.Equal(got, want) {
 		t.Fatalf("arrivals %v, want %v", got, want)
 	}
 }
 
+// linkSim is a simulator of nodes nodes on links of 10 ms and 8 Mbit/s,
+// whose queues hold queueBytes of update traffic (0: the default).
+func linkSim(t *testing.T, nodes, queueBytes int) *sim {
+	t.Helper()
+	cfg := simConfig(t, nodes, 1, 1)
+	wan, err := netmodel.ParseLinkProfile("latency=10ms,bandwidth=8Mbit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WAN, cfg.SendQueueBytes = wan, queueBytes
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // runLinks runs the link events queued in s (a busy link's next message
-// starting) and returns the arrival times of the messages, in order.
-func runLinks(s *sim) []int64 {
-	var got []int64
+// starting) and returns the arrival times of the messages, in order, and
+// their sizes.
+func runLinks(s *sim) (at []int64, sizes []int) {
 	for len(s.q) > 0 {
 		ev := s.q.pop()
 		s.now = ev.at
@@ -269,9 +265,9 @@ func runLinks(s *sim) []int64 {
 			s.linkFree(ev.from, ev.node)
 			continue
 		}
-		got = append(got, ev.at)
+		at, sizes = append(at, ev.at), append(sizes, len(ev.data))
 	}
-	return got
+	return at, sizes
 }
 
 // What waits for a busy link is kept as the daemon's send queue keeps it:
@@ -280,52 +276,30 @@ func runLinks(s *sim) []int64 {
 // other for dead), and update traffic past SendQueueBytes is dropped,
 // oldest first; a sender that stops takes its queue with it.
 func TestSimLinkAnnouncementsGoFirst(t *testing.T) {
-	cfg := simConfig(t, 2, 1, 1)
-	wan, err := netmodel.ParseLinkProfile("latency=10ms,bandwidth=8Mbit") // 1 ms per 1000 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.WAN = wan
-	cfg.SendQueueBytes = 2500
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSim(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := linkSim(t, 2, 2500) // 8 Mbit/s, 1 MB/s: 1 ms per 1000 bytes
 	hello := node.EncodeAnnouncement(node.Announcement{Kind: node.KindHello, Member: "n0"})
 	ms := int64(time.Millisecond)
-	sizes := map[int64]int{}
 	for _, size := range []int{1000, 1000, 1000} {
 		s.send(0, 1, make([]byte, size))
 	}
 	s.send(0, 1, hello)
 	s.send(0, 1, make([]byte, 1000)) // past 2500 bytes waiting: the oldest waiting goes
-	for len(s.q) > 0 {
-		ev := s.q.pop()
-		s.now = ev.at
-		if ev.kind == evLinkFree {
-			s.linkFree(ev.from, ev.node)
-			continue
-		}
-		sizes[ev.at] = len(ev.data)
-	}
+	at, sizes := runLinks(s)
 	// The first 1000 bytes leave at once (arrive at 11 ms); the hello
 	// next, ahead of the two frames still waiting.
 	helloAt := 11*ms + int64(len(hello))*int64(time.Microsecond)
-	if sizes[11*ms] != 1000 || sizes[helloAt] != len(hello) {
-		t.Fatalf("arrivals by time %v: want 1000 bytes at 11 ms and the hello at %d ns", sizes, helloAt)
+	if len(at) != 4 || s.dropped["queue"] != 1 {
+		t.Fatalf("arrivals at %v, %d dropped from the queue: want 4 arrivals and 1 dropped", at, s.dropped["queue"])
 	}
-	if len(sizes) != 4 || s.dropped["queue"] != 1 {
-		t.Fatalf("arrivals by time %v, %d dropped from the queue: want 4 arrivals and 1 dropped", sizes, s.dropped["queue"])
+	if at[0] != 11*ms || sizes[0] != 1000 || at[1] != helloAt || sizes[1] != len(hello) {
+		t.Fatalf("arrivals at %v of %v bytes: want 1000 bytes at 11 ms, then the hello at %d ns", at, sizes, helloAt)
 	}
 
 	// A sender that stops while its link is busy takes its queue along.
 	s.send(0, 1, make([]byte, 1000))
 	s.send(0, 1, make([]byte, 1000))
 	s.nodes[0].inc++
-	arrived := runLinks(s)
+	arrived, _ := runLinks(s)
 	if len(arrived) != 1 || s.dropped["dead"] != 1 {
 		t.Fatalf("after the sender stopped: %d arrivals, %d dropped as dead, want 1 and 1", len(arrived), s.dropped["dead"])
 	}
