@@ -83,7 +83,9 @@ func (n *Node) stallWait() uint64 {
 // resent each update tens of times and kept their links full long after
 // training ended, and their hellos, behind answers of a megabyte, came too
 // late: members took each other for dead (README, status). Paced at the
-// link's bandwidth, the same run holds.
+// link's bandwidth, and with no more answered at once than the link
+// carries in a suspicion timeout (replyBudget), the same run holds, and
+// so do runs on links of 100 kbit/s.
 func (n *Node) payReplies() {
 	rate := n.sc.ReplyRate
 	if rate == 0 {
@@ -97,6 +99,17 @@ func (n *Node) payReplies() {
 		}
 		n.replied[from] = debt - rate
 	}
+}
+
+// replyBudget is what one requester may be answered at once: MaxReplyBytes,
+// and with a reply rate no more than the link carries in a suspicion
+// timeout. Answers queued past that hold the link's other traffic back
+// for longer than the members wait before they suspect each other.
+func (n *Node) replyBudget() int {
+	if n.sc.ReplyRate == 0 {
+		return n.sc.MaxReplyBytes
+	}
+	return min(n.sc.MaxReplyBytes, max(n.sc.ReplyRate*n.sc.SuspectTicks, 1))
 }
 
 // SetReplyRate sets SyncConfig.ReplyRate, in bytes per tick, for a driver

@@ -226,12 +226,13 @@ type SyncConfig struct {
 	// envelope) answered to one requester within one tick (Tick); the
 	// requester asks again for the rest. Default 1 MiB.
 	MaxReplyBytes int
-	// ReplyRate, when set, makes MaxReplyBytes a burst: what is answered
+	// ReplyRate, when set, makes the budget a burst: what is answered
 	// to one requester is paid back at ReplyRate bytes a tick, so that
-	// its answers take no more than that on average (one update larger
-	// than the burst still goes alone once the debt is paid). A driver
-	// that knows its links sets it to their bandwidth in bytes per tick
-	// (SetReplyRate). 0, the default, allows MaxReplyBytes every tick.
+	// its answers take no more than that on average, and the burst is at
+	// most ReplyRate × SuspectTicks (one update larger than the burst
+	// still goes alone once the debt is paid). A driver that knows its
+	// links sets it to their bandwidth in bytes per tick (SetReplyRate).
+	// 0, the default, allows MaxReplyBytes every tick.
 	ReplyRate int
 	// Fanout is how many laggards one SyncRequest asks; repeated calls
 	// take the next ones. Default 32.
@@ -606,8 +607,8 @@ func (n *Node) handleSync(from string, data []byte) {
 		n.reject(RejectNotMember)
 		return
 	}
-	used := n.replied[from]
-	if used >= n.sc.MaxReplyBytes {
+	used, budget := n.replied[from], n.replyBudget()
+	if used >= budget {
 		n.reject(RejectSyncBudget)
 		return
 	}
@@ -645,8 +646,8 @@ func (n *Node) handleSync(from string, data []byte) {
 			size := updateWireBytes(u.update())
 			// One update larger than the whole budget still goes, alone,
 			// or it could never be fetched.
-			if used+size > n.sc.MaxReplyBytes && used > 0 {
-				used = n.sc.MaxReplyBytes
+			if used+size > budget && used > 0 {
+				used = budget
 				return
 			}
 			used += size

@@ -558,7 +558,8 @@ func askedForAll(t *testing.T, budget int) (*Node, []string, []byte) {
 // requester has been answered its MaxReplyBytes, the answers of the next
 // ticks, however often it asks, hold no more than the rate has paid back
 // (on a slow link what it pulled is still on its way). Without a rate the
-// whole budget renews every tick.
+// whole budget renews every tick; with a slow one, the burst shrinks to
+// what the link carries in a suspicion timeout.
 func TestSyncAnswersPaidBackAtTheReplyRate(t *testing.T) {
 	const budget, rate, ticks = 64 << 10, 4 << 10, 8
 	a, ids, req := askedForAll(t, budget)
@@ -584,6 +585,15 @@ func TestSyncAnswersPaidBackAtTheReplyRate(t *testing.T) {
 	a.Receive(ids[1], req)
 	if total, _ := wireBytes(t, a.Ready().Messages); total <= ticks*rate {
 		t.Fatalf("answered %d bytes in the tick after the rate was lifted, want more than %d", total, ticks*rate)
+	}
+	// On a slow link the burst is what it carries in a suspicion timeout.
+	const slow = 100 // bytes a tick: 5,000 in the 50 ticks of a suspicion timeout
+	a.Tick()
+	a.SetReplyRate(slow)
+	a.Receive(ids[1], req)
+	total, ups := wireBytes(t, a.Ready().Messages)
+	if burst := slow * a.sc.SuspectTicks; total == 0 || total > burst && len(ups) > 1 {
+		t.Fatalf("answered %d bytes in %d updates at %d bytes a tick, want some and at most %d (or one update)", total, len(ups), slow, burst)
 	}
 }
 

@@ -530,3 +530,23 @@ func TestSimStress(t *testing.T) {
 		}
 	}
 }
+
+// Links too slow for the traffic, without a budget: raw frames of 16
+// nodes on 300 kbit/s links. Answers to sync requests of 1 MiB a tick
+// kept the links full of resends after training ended, members took each
+// other for dead behind them, and the run stalled with updates
+// undelivered; paced at the link's rate, in bursts no larger than it
+// carries in a suspicion timeout (node.SyncConfig.ReplyRate), it holds.
+func TestSimSlowLinksWithoutABudgetHold(t *testing.T) {
+	cfg := simConfig(t, 16, 30, 1)
+	cfg.Staleness = 2
+	wan, err := netmodel.ParseLinkProfile("latency=50ms,bandwidth=300kbit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WAN = wan
+	r := simulate(t, cfg)
+	if !r.Invariants.OK {
+		t.Fatalf("invariants %+v, %d updates resent", r.Invariants, r.UpdatesResent)
+	}
+}
