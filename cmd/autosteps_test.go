@@ -10,6 +10,7 @@ import (
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/model"
 	"github.com/sketchmesh/sketchmesh/netmodel"
+	"github.com/sketchmesh/sketchmesh/node"
 	"github.com/sketchmesh/sketchmesh/testnet"
 )
 
@@ -37,21 +38,21 @@ func TestLocalStepsAutoIsNotExplicit(t *testing.T) {
 	}
 }
 
-// auto resolves from the round and the step; a given count, sufficient
-// factors and an unshaped link keep one step an exchange or the count.
+// auto resolves from the run's length alone, whatever the links; a given
+// count stands, and sufficient factors keep one step an exchange.
 func TestResolveAuto(t *testing.T) {
 	for _, tc := range []struct {
-		given   string
-		round   time.Duration
-		factors bool
-		want    int
+		given      string
+		iterations uint64
+		factors    bool
+		want       int
 	}{
-		{"auto", 0, false, 1},
-		{"auto", 240 * time.Millisecond, false, 8},
-		{"auto", 30 * time.Millisecond, false, 3},
-		{"auto", 240 * time.Millisecond, true, 1},
-		{"5", 240 * time.Millisecond, false, 5},
-		{"5", 0, false, 5},
+		{"auto", 100, false, 8},
+		{"auto", 0, false, node.MaxAutoLocalSteps}, // run: no end
+		{"auto", 30, false, 5},
+		{"auto", 100, true, 1},
+		{"5", 100, false, 5},
+		{"5", 100, true, 5}, // the settings' check refuses it, with a cause
 	} {
 		var f exchangeFlags
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
@@ -59,9 +60,9 @@ func TestResolveAuto(t *testing.T) {
 		if err := fs.Set("local-steps", tc.given); err != nil {
 			t.Fatal(err)
 		}
-		f.resolveAuto(tc.round, 10*time.Millisecond, 100, tc.factors)
+		f.resolveAuto(tc.iterations, tc.factors)
 		if f.localSteps != tc.want {
-			t.Errorf("--local-steps %s, round %v, factors %v: %d steps, want %d", tc.given, tc.round, tc.factors, f.localSteps, tc.want)
+			t.Errorf("--local-steps %s, %d iterations, factors %v: %d steps, want %d", tc.given, tc.iterations, tc.factors, f.localSteps, tc.want)
 		}
 	}
 	geo3, err := testnet.ParseWAN("geo3")

@@ -15,11 +15,10 @@ import (
 )
 
 // autoSetting is the default of --local-steps and --budget: the driver decides.
-// The mesh takes the local steps node.AutoLocalSteps picks from the round
-// of its links and the compute of a step (see resolveAuto): 1, an
-// exchange every step, on loopback and LAN links, and up to
-// node.MaxAutoLocalSteps on a WAN; a node takes the budget
-// node.AutoBudget picks from its links (see resolveBudget).
+// The mesh takes the local steps node.AutoLocalSteps picks for the run's
+// length, whatever its links (see resolveAuto): node.MaxAutoLocalSteps,
+// fewer in a short run; a node takes the budget node.AutoBudget picks from
+// its links (see resolveBudget).
 const autoSetting = "auto"
 
 // stepStaleness is how many optimizer steps behind a read may be by
@@ -65,7 +64,7 @@ type exchangeFlags struct {
 
 func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
 	f.localSteps, f.auto = 1, true
-	fs.Var(autoCount{&f.localSteps, &f.auto, 1, fmt.Sprintf("want auto or a count of steps, 1 to %d", node.MaxLocalSteps)}, "local-steps", fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d, or auto: the fewest whose compute covers the links' round trip, at most %d (1 on loopback and LAN links, and in run, whose links are not measured before it trains); --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps, node.MaxAutoLocalSteps)+suffix)
+	fs.Var(autoCount{&f.localSteps, &f.auto, 1, fmt.Sprintf("want auto or a count of steps, 1 to %d", node.MaxLocalSteps)}, "local-steps", fmt.Sprintf("optimizer steps each node takes on its own data between two exchanges, 1 to %d, or auto: %d, fewer so that a run keeps %d exchanges, and 1 with sufficient factors (a joiner takes the mesh's); --iterations counts optimizer steps, the staleness bound exchanges", node.MaxLocalSteps, node.MaxAutoLocalSteps, node.MinAutoExchanges)+suffix)
 	fs.StringVar(&f.outer, "outer", string(node.OuterAdaptive), "outer step applied to the change of an exchange's local steps (none with one step): adaptive (a key's rate rises from 1 to 2 while the mesh's combined change of the key keeps its sign, and is back to 1 when it flips), sgd (one rate for every key) or nesterov (momentum 0.9)"+suffix)
 	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0), a factor on the adaptive step's rates: 1 with sgd sends the local steps' change as it is"+suffix)
 	f.budgetAuto = true
@@ -144,17 +143,17 @@ func (v autoCount) Set(s string) error {
 	return nil
 }
 
-// resolveAuto picks the local steps of --local-steps auto for links whose
-// round an exchange waits for (round) and a step's compute (step), for a
-// run of iterations steps; sufficient factors need one step. It changes
-// nothing when --local-steps was given.
-func (f *exchangeFlags) resolveAuto(round, step time.Duration, iterations int, factors bool) {
+// resolveAuto picks the local steps of --local-steps auto for a run of
+// iterations optimizer steps (0: no end): node.AutoLocalSteps, and 1 with
+// sufficient factors, which need one step. It changes nothing when
+// --local-steps was given.
+func (f *exchangeFlags) resolveAuto(iterations uint64, factors bool) {
 	if !f.auto {
 		return
 	}
 	f.localSteps = 1
-	if !factors && round > 0 && iterations > 0 {
-		f.localSteps = node.AutoLocalSteps(uint64(round), uint64(max(step, 0)), uint64(iterations))
+	if !factors {
+		f.localSteps = node.AutoLocalSteps(iterations)
 	}
 }
 

@@ -83,14 +83,14 @@ func TestCompareItemsCarrySettings(t *testing.T) {
 		t.Fatalf("parameter %q, %d runs", rep.Parameter, len(rep.Runs))
 	}
 	// The command line's staleness holds for the items but default, which
-	// takes the default bound of its local steps. Those are auto: one on
-	// loopback, and over geo3's round trip of up to 240 ms as many as the
-	// run's 12 steps allow with node.MinAutoExchanges exchanges, 2.
+	// takes the default bound of its local steps. Those are auto, on
+	// loopback as over geo3: as many as the run's 12 steps allow with
+	// node.MinAutoExchanges exchanges, 2.
 	for i, want := range []struct {
 		codec     string
 		clocks    uint64
 		staleness int
-	}{{"raw", 12, 3}, {"sketchml", 12, defaultStaleness(1)}, {"uniform8", 3, 3}, {"sketchml", 6, defaultStaleness(2)}} {
+	}{{"raw", 12, 3}, {"sketchml", 6, defaultStaleness(2)}, {"uniform8", 3, 3}, {"sketchml", 6, defaultStaleness(2)}} {
 		r := rep.Runs[i]
 		if r.Label != items[i] || r.Report.Codec != want.codec || r.Report.PerNode[0].Clock != want.clocks || r.Report.Staleness != want.staleness ||
 			uint64(r.Report.LocalSteps) != (12+want.clocks-1)/want.clocks {
@@ -122,13 +122,13 @@ func TestDefaultStalenessFollowsLocalSteps(t *testing.T) {
 	}
 }
 
-// The simulator decides --local-steps auto from its modelled links: one
-// step an exchange on the LAN profile, and over geo3's round of up to
-// 240 ms against a compute of 10 ms as many as 24 steps allow with
-// node.MinAutoExchanges exchanges, 4, at staleness 1.
+// The simulator takes --local-steps auto from the run's length, whatever
+// its modelled links: as many as 24 steps allow with
+// node.MinAutoExchanges exchanges, 4, at staleness 1, on the LAN profile
+// as over geo3; a given count stands.
 func TestSimulateDecidesLocalSteps(t *testing.T) {
 	for _, tc := range []struct{ wan, want string }{
-		{"lan", "staleness 2, an exchange every step (auto),"},
+		{"lan", "staleness 1, 4 local steps per exchange (auto),"},
 		{"geo3", "staleness 1, 4 local steps per exchange (auto),"},
 		{"geo3", "staleness 2, 3 local steps per exchange, outer adaptive at 1,"},
 	} {

@@ -62,8 +62,11 @@ func startNode(t *testing.T, bin, name string, args ...string) *proc {
 func startNodeIn(t *testing.T, prefix []string, bin, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, done: make(chan error, 1)}
+	// One step an exchange, so that the churn scenarios' kills and
+	// restarts land where they are timed (TestRunTakesLocalStepsByDefault
+	// runs the default).
 	base := []string{"run", "--data", "a9a", "--metrics", "127.0.0.1:0",
-		"--iterations", strconv.Itoa(e2eIterations), "--staleness", "2",
+		"--iterations", strconv.Itoa(e2eIterations), "--staleness", "2", "--local-steps", "1",
 		"--codec", "sketchml", "--min-iteration-time", "25ms", "--dead-after", "1s", "--heartbeat", "200ms",
 		"--checkpoint-every", "5", "--log-format", "json", "--json"}
 	if !slices.Contains(args, "--listen") {
@@ -192,6 +195,26 @@ func (p *proc) wait(t *testing.T) runReport {
 		t.Fatalf("%s: last line is not a report: %v\n%s", p.name, err, p.stdout.String())
 	}
 	return r
+}
+
+// run takes local steps by default, with no measurement of its links: the
+// founder takes node.AutoLocalSteps of the run's iterations, a joiner
+// given --local-steps auto takes the mesh's, and both end with every
+// step taken in that many exchanges, nothing applied twice, and the
+// accuracy of a9a.
+func TestRunTakesLocalStepsByDefault(t *testing.T) {
+	bin, dir := e2eSetup(t)
+	const iterations = 64 // 8 exchanges of node.MaxAutoLocalSteps
+	args := []string{"--iterations", strconv.Itoa(iterations), "--local-steps", "auto"}
+	a := startNode(t, bin, "a", append(append(keyArgs(dir, "a"), args...), "--shard", "1/2", "--wait-members", "2")...)
+	b := startNode(t, bin, "b", append(append(keyArgs(dir, "b"), args...), "--shard", "2/2", "--join", a.addr)...)
+	for _, p := range []*proc{a, b} {
+		r := p.wait(t)
+		if r.Clock != iterations || r.Exchanges != iterations/8 || r.AppliedTwice != 0 || r.TestAccuracy < 0.8 {
+			t.Errorf("%s: %d steps in %d exchanges, %d applied twice, accuracy %.4f; want %d in %d, none, >= 0.8",
+				p.name, r.Clock, r.Exchanges, r.AppliedTwice, r.TestAccuracy, iterations, iterations/8)
+		}
+	}
 }
 
 // e2eSetup skips an end-to-end test in -short mode, and otherwise builds

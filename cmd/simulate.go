@@ -65,9 +65,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return usageError{fmt.Errorf("--wan: %w", err)}
 	}
-	// --local-steps auto weighs the modelled links' round against the
-	// virtual compute of a step.
-	training.exchange.resolveAuto(linkRound(link), *computeTime, int(settings.Iterations), false)
+	// --budget auto shares what the slowest modelled link carries in an
+	// exchange's period (--local-steps auto was resolved with the settings).
 	training.exchange.resolveBudget(link, exchangePeriod(linkRound(link), *computeTime, training.exchange.localSteps), *nodes, *topology, settings.Codec, settings.ErrorFeedback, false)
 	settings.LocalSteps = training.exchange.localSteps
 	settings.Staleness = training.exchange.staleness(training.staleness, flagGiven(fs, "staleness"))

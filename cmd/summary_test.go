@@ -106,10 +106,11 @@ func TestTestnetInterruptPrintsSummary(t *testing.T) {
 }
 
 // --keep-best keeps the model of the lowest test loss as a checkpoint a
-// node resumes from.
+// node resumes from. With one step an exchange the clock counts
+// iterations, so the best one is a multiple of --eval-every.
 func TestRunKeepsBestModel(t *testing.T) {
 	dir := t.TempDir()
-	args := []string{"run", "--data", "rcv1", "--listen", "/ip4/127.0.0.1/tcp/0", "--iterations", "60", "--eval-every", "5",
+	args := []string{"run", "--data", "rcv1", "--listen", "/ip4/127.0.0.1/tcp/0", "--iterations", "60", "--eval-every", "5", "--local-steps", "1",
 		"--optimizer", "sgd", "--lr", "30", "--key", filepath.Join(dir, "node.key"), "--checkpoint-dir", filepath.Join(dir, "ck"), "--keep-best", "--json"}
 	code, out, errOut := runMain(args...)
 	if code != 0 {

@@ -200,17 +200,11 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if _, err := model.NewModel(cfg.Model, cfg.L2, train); err != nil {
 		return cfg, modelError(train, err)
 	}
-	if ex := &f.training.exchange; ex.auto || ex.budgetAuto && wan.Emulated() {
-		// Unshaped links are loopback: no round to pay.
-		var round time.Duration
-		if wan.Emulated() {
-			round = linkRound(wan)
-		}
+	if ex := &f.training.exchange; ex.budgetAuto && wan.Emulated() {
+		// Unshaped links are loopback: no bound.
 		factors := f.training.sfb != string(node.FactorsOff)
-		step := stepTime(cfg)
-		ex.resolveAuto(round, step, int(f.training.iterations), factors)
-		ex.resolveBudget(wan, exchangePeriod(round, step, ex.localSteps), cfg.Nodes, cfg.Topology, cfg.Codec, cfg.ErrorFeedback, factors)
-		cfg.Exchange, cfg.Staleness = ex.exchange(), ex.staleness(f.training.staleness, f.stalenessSet)
+		ex.resolveBudget(wan, exchangePeriod(linkRound(wan), stepTime(cfg), ex.localSteps), cfg.Nodes, cfg.Topology, cfg.Codec, cfg.ErrorFeedback, factors)
+		cfg.Exchange = ex.exchange()
 	}
 	return cfg, nil
 }
@@ -478,8 +472,13 @@ func printSummary(w io.Writer, r *testnet.Report) {
 	}
 	fmt.Fprintf(w, "sent %s in all, %s and %.1f messages per node per iteration; %s overlay, %.1f links per node, %.2f hops per update\n",
 		humanBytes(float64(r.BytesSentTotal)), humanBytes(r.BytesSentPerNodePerIteration), r.MessagesPerNodePerIteration, overlay, r.LinksPerNode, r.MeanUpdateHops)
-	fmt.Fprintf(w, "staleness bound %d: reads were at most %d and on average %.2f iterations stale; %.2fs blocked per node; views identical: %v\n",
-		r.Staleness, r.StalenessObservedMax, r.StalenessObservedMean, r.BlockedSecondsPerNode, r.ViewsIdentical)
+	// The bound and the reads count exchanges, iterations with one step.
+	unit := "iterations"
+	if r.LocalSteps > 1 {
+		unit = "exchanges"
+	}
+	fmt.Fprintf(w, "staleness bound %d: reads were at most %d and on average %.2f %s stale; %.2fs blocked per node; views identical: %v\n",
+		r.Staleness, r.StalenessObservedMax, r.StalenessObservedMean, unit, r.BlockedSecondsPerNode, r.ViewsIdentical)
 }
 
 func pct(v *float64) string {

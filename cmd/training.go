@@ -125,6 +125,7 @@ func (f *trainingFlags) settings(errorFeedbackGiven, stalenessGiven bool) (node.
 	if err := f.exchange.check(); err != nil {
 		return node.Settings{}, err
 	}
+	f.exchange.resolveAuto(f.iterations, node.FactorMode(f.sfb) != node.FactorsOff)
 	s := node.Settings{
 		Model: model.Kind(f.model), Optimizer: model.OptimizerKind(f.optimizer), LearningRate: f.lr, L2: f.l2,
 		Staleness: f.exchange.staleness(f.staleness, stalenessGiven), Codec: f.codec, ErrorFeedback: f.errorFeedback,

@@ -47,16 +47,19 @@ func TestTrainingFlagsGiveTheSameSettings(t *testing.T) {
 		// factors: simulate has no --sfb.
 		factors bool
 	}{
-		{args: nil, want: node.Settings{Model: model.LogisticRegression, Optimizer: model.Adam, L2: 1e-4, Staleness: 2, Codec: "sketchml",
-			ErrorFeedback: true, Factors: node.FactorsOff, LocalSteps: 1, Outer: node.OuterAdaptive, OuterRate: 1}},
-		{args: []string{"--model", "svm", "--optimizer", "sgd", "--lr", "0.5", "--l2", "0", "--codec", "raw", "--error-feedback=false", "--staleness", "0", "--hash-bits", "18"},
+		// 30 iterations take 5 local steps (node.AutoLocalSteps) and so
+		// staleness 1, in every command.
+		{args: nil, want: node.Settings{Model: model.LogisticRegression, Optimizer: model.Adam, L2: 1e-4, Staleness: 1, Codec: "sketchml",
+			ErrorFeedback: true, Factors: node.FactorsOff, LocalSteps: 5, Outer: node.OuterAdaptive, OuterRate: 1}},
+		{args: []string{"--model", "svm", "--optimizer", "sgd", "--lr", "0.5", "--l2", "0", "--codec", "raw", "--error-feedback=false", "--staleness", "0", "--hash-bits", "18", "--local-steps", "1"},
 			want: node.Settings{Model: model.LinearSVM, Optimizer: model.SGD, LearningRate: 0.5, Codec: "raw",
 				Factors: node.FactorsOff, HashBits: 18, LocalSteps: 1, Outer: node.OuterAdaptive, OuterRate: 1}},
 		// Four local steps take staleness 1 unless it is given.
 		{args: []string{"--local-steps", "4", "--outer", "nesterov", "--outer-lr", "0.7"},
 			want: node.Settings{Model: model.LogisticRegression, Optimizer: model.Adam, L2: 1e-4, Staleness: 1, Codec: "sketchml",
 				ErrorFeedback: true, Factors: node.FactorsOff, LocalSteps: 4, Outer: node.OuterNesterov, OuterRate: 0.7}},
-		// Factors turn error feedback off when it is not asked for.
+		// Factors turn error feedback off when it is not asked for, and
+		// keep one step an exchange.
 		{args: []string{"--model", "softmax", "--optimizer", "sgd", "--l2", "0", "--sfb", "auto"}, factors: true,
 			want: node.Settings{Model: model.Softmax, Optimizer: model.SGD, Staleness: 2, Codec: "sketchml",
 				Factors: node.FactorsAuto, LocalSteps: 1, Outer: node.OuterAdaptive, OuterRate: 1}},

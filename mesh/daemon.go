@@ -45,12 +45,15 @@ type Daemon struct {
 	lastTrain time.Time
 	stopped   chan struct{}
 	lastEval  struct {
-		clock    uint64
 		loss     float64
 		accuracy float64
 	}
-	blocked  time.Duration
-	psCancel context.CancelFunc
+	// exchangeStart is the optimizer steps taken when the node's last
+	// exchange ended: evaluations and checkpoints are due when an exchange
+	// passes a multiple of theirs.
+	exchangeStart uint64
+	blocked       time.Duration
+	psCancel      context.CancelFunc
 	// quorate is set once MinMembers were live: members that die or leave
 	// later do not stop the others.
 	quorate bool
@@ -88,6 +91,8 @@ func NewDaemon(ctx context.Context, cfg DaemonConfig) (*Daemon, error) {
 		stopped: make(chan struct{}),
 		net:     cfg.Transport,
 		peers:   map[string]peer.ID{},
+		// A node resumed from a checkpoint counts from where it is.
+		exchangeStart: cfg.Node.Steps(),
 	}
 	if a.net == nil {
 		a.net = cfg.Host
@@ -543,11 +548,20 @@ func (a *Daemon) train() error {
 		}
 	}
 	a.lastTrain = time.Now()
-	c := a.n.Clock()
-	if a.cfg.EvalEvery > 0 && c%a.cfg.EvalEvery == 0 {
+	// Evaluations and checkpoints count optimizer steps, as their flags
+	// do, and come at the end of an exchange: with local steps the clock
+	// stays put for H steps (each was evaluated and checkpointed H times),
+	// and a checkpoint taken mid-exchange would hold none of its steps.
+	if a.n.MidExchange() {
+		return nil
+	}
+	steps := a.n.Steps()
+	from := a.exchangeStart
+	a.exchangeStart = steps
+	if crossed(from, steps, a.cfg.EvalEvery) {
 		a.evaluate()
 	}
-	if a.cfg.CheckpointEvery > 0 && c%a.cfg.CheckpointEvery == 0 {
+	if crossed(from, steps, a.cfg.CheckpointEvery) {
 		a.checkpoint()
 	}
 	return nil
@@ -558,16 +572,22 @@ func (a *Daemon) evaluate() {
 		return
 	}
 	m := a.n.Evaluate(a.cfg.Test)
-	a.lastEval.clock, a.lastEval.loss, a.lastEval.accuracy = a.n.Clock(), m.Loss, m.Accuracy
+	a.lastEval.loss, a.lastEval.accuracy = m.Loss, m.Accuracy
 	if a.cfg.LiveView != nil {
-		a.cfg.LiveView.point(LivePoint(a.n.Clock(), time.Since(a.cfg.LiveView.start), a.net.Traffic().BytesSent, a.n.Stats().LastLoss, m))
+		a.cfg.LiveView.point(LivePoint(a.n.Steps(), time.Since(a.cfg.LiveView.start), a.net.Traffic().BytesSent, a.n.Stats().LastLoss, m))
 	}
 	if msg := a.lossWatch.Observe(m.Loss); msg != "" {
-		a.log.Warn(msg, "clock", a.n.Clock(), "lr", a.cfg.Settings.LearningRate)
+		a.log.Warn(msg, "iteration", a.n.Steps(), "lr", a.cfg.Settings.LearningRate)
 	}
 	if a.cfg.Evaluated != nil {
 		a.cfg.Evaluated(a.n, m.Loss)
 	}
+}
+
+// crossed reports whether a multiple of every (> 0) lies in (from, to]: an
+// exchange that took the steps from+1 to to passed one.
+func crossed(from, to, every uint64) bool {
+	return every > 0 && to/every > from/every
 }
 
 func (a *Daemon) checkpoint() {

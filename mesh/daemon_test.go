@@ -201,3 +201,26 @@ func TestMetricsNames(t *testing.T) {
 		}
 	}
 }
+
+// An exchange is due an evaluation or a checkpoint when its steps pass a
+// multiple of the interval: with H local steps the clock stays put for H
+// steps, and each step took one before.
+func TestCrossedCountsSteps(t *testing.T) {
+	for _, tc := range []struct {
+		from, to, every uint64
+		want            bool
+	}{
+		{0, 8, 10, false},
+		{8, 16, 10, true}, // passes 10
+		{16, 24, 10, true},
+		{20, 28, 10, false},
+		{9, 10, 10, true}, // one step an exchange: at each multiple
+		{10, 11, 10, false},
+		{0, 64, 5, true}, // several multiples at once: one
+		{0, 100, 0, false},
+	} {
+		if got := crossed(tc.from, tc.to, tc.every); got != tc.want {
+			t.Errorf("crossed(%d, %d, %d) = %v, want %v", tc.from, tc.to, tc.every, got, tc.want)
+		}
+	}
+}

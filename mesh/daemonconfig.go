@@ -88,10 +88,12 @@ type DaemonConfig struct {
 	// node waits. It must return quickly.
 	Observe func(n *node.Node, blocked time.Duration)
 	// CheckpointEvery calls Checkpoint every so many iterations (0: only
-	// at exit). Checkpoint runs on the loop, between events.
+	// at exit), at the end of the exchange that passes each multiple.
+	// Checkpoint runs on the loop, between events.
 	CheckpointEvery uint64
 	Checkpoint      func(n *node.Node) error
-	// Test rows are evaluated every EvalEvery iterations and at the end;
+	// Test rows are evaluated every EvalEvery iterations (at the end of
+	// the exchange that passes each multiple) and at the end;
 	// Evaluated, when set, is called on the loop after each evaluation
 	// with its test loss (to keep the best model, say).
 	Test      []dataset.Row

@@ -123,8 +123,8 @@
 // (localsteps.go); under a staleness bound, an exchange that starts with
 // rows in flight stands the node's own update in for each missing one
 // there, so the round hides behind the next exchange's steps.
-// AutoLocalSteps picks H from a round and a step's compute
-// the driver measured (autosteps.go). A budget cuts an update to its keys
+// AutoLocalSteps picks H for a run of a given length, whatever its links
+// (autosteps.go). A budget cuts an update to its keys
 // of highest priority and keeps the rest in the residual (priority.go).
 //
 // # Files
