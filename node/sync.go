@@ -42,9 +42,11 @@ import (
 // clock, others' up to the highest clock it accepts, History clocks above
 // the requester's entry), and the answers queued for one requester within
 // one tick hold at most MaxReplyBytes of updates (one update more
-// when a single one is larger); requests past that budget are dropped and
-// counted (RejectSyncBudget), and the requester asks again later. Ready
-// splits what it sends a peer into envelopes within MaxEnvelopeBytes.
+// when a single one is larger), or, with a reply rate, no more on average
+// than the link carries (SyncConfig.ReplyRate, payReplies); requests past
+// that budget are dropped and counted (RejectSyncBudget), and the
+// requester asks again later. Ready splits what it sends a peer into
+// envelopes within MaxEnvelopeBytes.
 //
 // Resent updates are applied through the normal path, so the rules of
 // Receive (membership, duplicates, clock bounds, frame checks) hold for them
