@@ -142,8 +142,11 @@ type runReport struct {
 	// ViewDivergence counts members whose digest of a committed row
 	// differed from this node's (their replicas drifted apart).
 	ViewDivergence uint64 `json:"view_divergence"`
-	// BestTestLoss and BestClock describe the model --keep-best kept.
+	// BestTestLoss, BestIteration and BestClock describe the model
+	// --keep-best kept: its optimizer steps, and its clock (exchanges),
+	// which the checkpoint holds.
 	BestTestLoss     *float64 `json:"best_test_loss,omitempty"`
+	BestIteration    *uint64  `json:"best_iteration,omitempty"`
 	BestClock        *uint64  `json:"best_clock,omitempty"`
 	WallSeconds      float64  `json:"wall_seconds"`
 	Stopped          bool     `json:"stopped"`
@@ -424,7 +427,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		auc = fmt.Sprintf(", AUC %.4f", *rep.TestAUC)
 	}
 	if best != nil && best.saved {
-		rep.BestTestLoss, rep.BestClock = &best.loss, &best.clock
+		rep.BestTestLoss, rep.BestIteration, rep.BestClock = &best.loss, &best.steps, &best.clock
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
@@ -434,7 +437,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		outcome(rep, res.Trained), 100*rep.TestAccuracy, rep.TestLoss, auc, membersText(rep), rep.UpdatesHeld, rep.AppliedTwice,
 		rep.BlockedSeconds, rep.WallSeconds, rep.DirectPeers, rep.RelayedPeers, rep.UnreachableLinks)
 	if rep.BestTestLoss != nil {
-		fmt.Fprintf(stdout, "best test loss %.4f at clock %d, kept in %s\n", *rep.BestTestLoss, *rep.BestClock, best.dir)
+		fmt.Fprintf(stdout, "best test loss %.4f at iteration %d (clock %d), kept in %s\n", *rep.BestTestLoss, *rep.BestIteration, *rep.BestClock, best.dir)
 	}
 	return nil
 }
@@ -448,7 +451,8 @@ type keptBest struct {
 	logger   *slog.Logger
 	saved    bool
 	loss     float64
-	clock    uint64
+	// steps and clock are the kept model's optimizer steps and exchanges.
+	steps, clock uint64
 }
 
 // observe runs on the daemon's loop after each evaluation.
@@ -460,8 +464,8 @@ func (b *keptBest) observe(n *node.Node, loss float64) {
 		b.logger.Error("best model not kept; training goes on", "dir", b.dir, "err", err)
 		return
 	}
-	b.saved, b.loss, b.clock = true, loss, n.Clock()
-	b.logger.Debug("best model kept", "clock", b.clock, "test_loss", mesh.Sig4(loss), "dir", b.dir)
+	b.saved, b.loss, b.steps, b.clock = true, loss, n.Steps(), n.Clock()
+	b.logger.Debug("best model kept", "iteration", b.steps, "clock", b.clock, "test_loss", mesh.Sig4(loss), "dir", b.dir)
 }
 
 // outcome says how a run ended: its iterations done, or stopped, and where.

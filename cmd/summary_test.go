@@ -125,12 +125,29 @@ func TestRunKeepsBestModel(t *testing.T) {
 	if !strings.Contains(last, `"view_divergence":0`) {
 		t.Errorf("the report lacks view_divergence 0: %s", last)
 	}
-	if rep.BestTestLoss == nil || rep.BestClock == nil || *rep.BestClock%5 != 0 || *rep.BestTestLoss > rep.TestLoss {
-		t.Fatalf("best %v at %v, final %v", rep.BestTestLoss, rep.BestClock, rep.TestLoss)
+	if rep.BestTestLoss == nil || rep.BestClock == nil || rep.BestIteration == nil || *rep.BestClock%5 != 0 || *rep.BestIteration != *rep.BestClock || *rep.BestTestLoss > rep.TestLoss {
+		t.Fatalf("best %v at iteration %v, clock %v, final %v", rep.BestTestLoss, rep.BestIteration, rep.BestClock, rep.TestLoss)
 	}
 	st, err := checkpoint.Load(filepath.Join(dir, "ck", "best"))
 	if err != nil || st.Clock != *rep.BestClock {
 		t.Fatalf("best checkpoint: %v, clock %v, want %d", err, st, *rep.BestClock)
+	}
+	// With the default local steps (8 of 64 iterations) the model is
+	// evaluated, and kept, at the end of an exchange: its iteration is the
+	// clock's 8 steps.
+	dir8 := t.TempDir()
+	code, out, errOut = runMain("run", "--data", "rcv1", "--listen", "/ip4/127.0.0.1/tcp/0", "--iterations", "64", "--eval-every", "5",
+		"--optimizer", "sgd", "--lr", "30", "--key", filepath.Join(dir8, "node.key"), "--checkpoint-dir", filepath.Join(dir8, "ck"), "--keep-best", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	last = out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]
+	rep = runReport{}
+	if err := json.Unmarshal([]byte(last), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.BestIteration == nil || rep.BestClock == nil || *rep.BestIteration != 8**rep.BestClock || rep.Exchanges != 8 {
+		t.Fatalf("8 local steps: best at iteration %v, clock %v, %d exchanges; want iteration = 8 × clock, 8 exchanges", rep.BestIteration, rep.BestClock, rep.Exchanges)
 	}
 	code, _, errOut = runMain("run", "--data", "rcv1", "--keep-best")
 	if code != 2 || !strings.Contains(errOut, "--keep-best needs --checkpoint-dir") {
