@@ -240,13 +240,31 @@ func keyArgs(dir, name string) []string {
 // and restarts from its checkpoint; every live node ends within one
 // accuracy point of a fault-free run of four, and nothing is applied twice.
 func TestRunChurnEndToEnd(t *testing.T) {
+	churnEndToEnd(t, nil, 20, 40)
+}
+
+// The same churn under the default local steps (8 an exchange, staleness
+// 1), in a run long enough for the restarted node to find the others still
+// training: checkpoints come at exchange ends, and the restart resumes at
+// one.
+func TestRunChurnWithLocalStepsEndToEnd(t *testing.T) {
+	churnEndToEnd(t, []string{"--local-steps", "auto", "--iterations", "480", "--staleness", "1"}, 60, 120)
+}
+
+// churnEndToEnd runs the churn scenario with extra flags for every node:
+// the fourth node joins at iteration joinAt, the second is killed at
+// killAt and restarts from its checkpoint.
+func churnEndToEnd(t *testing.T, extra []string, joinAt, killAt uint64) {
 	bin, dir := e2eSetup(t)
+	start := func(name string, args ...string) *proc {
+		return startNode(t, bin, name, append(append(keyArgs(dir, strings.TrimSuffix(name, "2")), extra...), args...)...)
+	}
 
 	// The fault-free reference: four nodes that start together.
-	a := startNode(t, bin, "ref-a", append(keyArgs(dir, "ref-a"), "--shard", "1/4", "--wait-members", "4")...)
+	a := start("ref-a", "--shard", "1/4", "--wait-members", "4")
 	ref := []*proc{a}
 	for i, n := range []string{"ref-b", "ref-c", "ref-d"} {
-		ref = append(ref, startNode(t, bin, n, append(keyArgs(dir, n), "--shard", fmt.Sprintf("%d/4", i+2), "--join", a.addr)...))
+		ref = append(ref, start(n, "--shard", fmt.Sprintf("%d/4", i+2), "--join", a.addr))
 	}
 	var refAcc float64
 	for _, p := range ref {
@@ -258,21 +276,21 @@ func TestRunChurnEndToEnd(t *testing.T) {
 	}
 
 	// The churn run.
-	a = startNode(t, bin, "a", append(keyArgs(dir, "a"), "--shard", "1/4", "--wait-members", "3")...)
-	b := startNode(t, bin, "b", append(keyArgs(dir, "b"), "--shard", "2/4", "--join", a.addr)...)
-	c := startNode(t, bin, "c", append(keyArgs(dir, "c"), "--shard", "3/4", "--join", a.addr)...)
-	a.waitClock(t, 20)
-	d := startNode(t, bin, "d", append(keyArgs(dir, "d"), "--shard", "4/4", "--join", a.addr)...)
-	a.waitClock(t, 40)
+	a = start("a", "--shard", "1/4", "--wait-members", "3")
+	b := start("b", "--shard", "2/4", "--join", a.addr)
+	c := start("c", "--shard", "3/4", "--join", a.addr)
+	a.waitClock(t, joinAt)
+	d := start("d", "--shard", "4/4", "--join", a.addr)
+	a.waitClock(t, killAt)
 	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-b.done
-	b2 := startNode(t, bin, "b2", append(keyArgs(dir, "b"), "--shard", "2/4", "--join", c.addr)...)
+	b2 := start("b2", "--shard", "2/4", "--join", c.addr) // b's key and checkpoints
 	for _, p := range []*proc{a, c, d, b2} {
 		r := p.wait(t)
-		t.Logf("%s: clock %d, accuracy %.4f (fault-free %.4f), held %d, applied twice %d, resumed %v, rejected %v",
-			p.name, r.Clock, r.TestAccuracy, refAcc, r.UpdatesHeld, r.AppliedTwice, r.Resumed, r.Rejected)
+		t.Logf("%s: clock %d, %d exchanges, accuracy %.4f (fault-free %.4f), held %d, applied twice %d, resumed %v, rejected %v",
+			p.name, r.Clock, r.Exchanges, r.TestAccuracy, refAcc, r.UpdatesHeld, r.AppliedTwice, r.Resumed, r.Rejected)
 		if r.AppliedTwice != 0 {
 			t.Errorf("%s applied %d updates twice", p.name, r.AppliedTwice)
 		}
