@@ -195,13 +195,16 @@ func TestRunSavesModel(t *testing.T) {
 }
 
 // Criteo and VW files train, save and predict, reproducing node 0's figures.
+// One step an exchange: with the default 8 on the VW sample's 600 rows (8
+// exchanges of 2 nodes) node 0 ends anywhere from 79 to 94 % from one run
+// to the next, with the arrival order; with one it ends at 85.8–85.9 %.
 func TestCriteoAndVWTrainSavePredict(t *testing.T) {
 	for _, c := range []struct{ format, path string }{
 		{"criteo", "../dataset/testdata/criteo-sample.tsv.gz"},
 		{"vw", "../dataset/testdata/vw-sample.txt.gz"},
 	} {
 		modelPath := filepath.Join(t.TempDir(), c.format+".model")
-		code, out, errOut := runMain("testnet", "--json", "--nodes", "2", "--iterations", "60", "--format", c.format, "--hash-bits", "16",
+		code, out, errOut := runMain("testnet", "--json", "--nodes", "2", "--iterations", "60", "--local-steps", "1", "--format", c.format, "--hash-bits", "16",
 			"--data", c.path, "--test-data", c.path, "--save-model", modelPath)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", c.format, code, errOut)
