@@ -256,9 +256,11 @@ func TestRunChurnWithLocalStepsEndToEnd(t *testing.T) {
 // killAt and restarts from its checkpoint.
 func churnEndToEnd(t *testing.T, extra []string, joinAt, killAt uint64) {
 	bin, dir := e2eSetup(t)
-	start := func(name string, args ...string) *proc {
-		return startNode(t, bin, name, append(append(keyArgs(dir, strings.TrimSuffix(name, "2")), extra...), args...)...)
+	// startAs starts name with key's key and checkpoints.
+	startAs := func(name, key string, args ...string) *proc {
+		return startNode(t, bin, name, append(append(keyArgs(dir, key), extra...), args...)...)
 	}
+	start := func(name string, args ...string) *proc { return startAs(name, name, args...) }
 
 	// The fault-free reference: four nodes that start together.
 	a := start("ref-a", "--shard", "1/4", "--wait-members", "4")
@@ -286,7 +288,7 @@ func churnEndToEnd(t *testing.T, extra []string, joinAt, killAt uint64) {
 		t.Fatal(err)
 	}
 	<-b.done
-	b2 := start("b2", "--shard", "2/4", "--join", c.addr) // b's key and checkpoints
+	b2 := startAs("b2", "b", "--shard", "2/4", "--join", c.addr)
 	for _, p := range []*proc{a, c, d, b2} {
 		r := p.wait(t)
 		t.Logf("%s: clock %d, %d exchanges, accuracy %.4f (fault-free %.4f), held %d, applied twice %d, resumed %v, rejected %v",
