@@ -15,9 +15,22 @@ import (
 // every timeout below is a number of ticks. Nothing here reads a clock, so
 // the simulator runs exactly the protocol a real mesh runs.
 //
-//   - Every HeartbeatTicks a node broadcasts a signed hello (Ready.Broadcast).
+//   - Every HeartbeatTicks a node broadcasts a signed hello (Ready.Broadcast),
+//     unless it sent an update of its own lately (within a quarter of
+//     SuspectTicks, at least HeartbeatTicks) and sees every member live:
+//     that update, relayed to every member, is its sign of life, and a mesh
+//     that trains says no hellos, which cost P² deliveries a heartbeat; the
+//     other three quarters of the suspicion timeout cover the relays'
+//     delay. It still says one every RefreshTicks (its
+//     round, addresses and admission reach every member, and a member that
+//     suspected it wrongly hears it again before it would declare it dead),
+//     when its site or addresses change, while an admit it made is being
+//     resent, and as long as it sees a member down (so a member cut off
+//     hears it the moment the link heals).
 //   - A member is heard only through what the core accepts of it: a valid
-//     announcement, or one of its own updates applied. Updates it relays,
+//     announcement, or one of its own updates applied; relayed, such an
+//     update keeps a live member live but brings no suspected one back
+//     (see heardUpdate). Updates it relays,
 //     sync requests, duplicates and refusals are no evidence (a superseded
 //     incarnation's peer still sends them). A live member silent for the
 //     suspicion timeout is suspected
@@ -181,7 +194,12 @@ type protocol struct {
 	peerKnown []bool
 	// Own hellos and round time; period is the mean ticks between two
 	// Trains (thousandths, as round), waits included.
-	helloSeq, lastHello  uint64
+	helloSeq, lastHello uint64
+	// lastSpoke is the tick of this node's last own update, if spoken;
+	// announce is set when its site or addresses changed since its last
+	// hello.
+	lastSpoke            uint64
+	spoken, announce     bool
 	round, lastTrainTick uint64
 	period               uint64
 	// Asking (asking.go): whether the node is stalled and since when, and
@@ -288,7 +306,7 @@ func (n *Node) Tick() {
 		}
 		return
 	}
-	if p.tick-p.lastHello >= uint64(n.sc.HeartbeatTicks) {
+	if p.tick-p.lastHello >= uint64(n.sc.HeartbeatTicks) && n.helloDue() {
 		n.hello()
 	}
 	n.detect()
@@ -321,7 +339,7 @@ func (n *Node) SetSite(label string) error {
 	if label != n.proto.site {
 		n.relabel(n.cfg.ID, n.proto.site, label)
 		n.proto.site = label
-		n.proto.membershipChanged = true
+		n.proto.membershipChanged, n.proto.announce = true, true
 		n.rebuildIfChanged()
 	}
 	return nil
@@ -345,7 +363,12 @@ func (n *Node) Sites() map[string]string {
 }
 
 // SetAddrs sets the addresses this node's hellos carry.
-func (n *Node) SetAddrs(addrs []string) { n.proto.addrs = slices.Clone(addrs) }
+func (n *Node) SetAddrs(addrs []string) {
+	if !slices.Equal(addrs, n.proto.addrs) {
+		n.proto.addrs = slices.Clone(addrs)
+		n.proto.announce = true
+	}
+}
 
 // Addrs returns the addresses member last announced.
 func (n *Node) Addrs(member string) []string {
@@ -602,10 +625,42 @@ func (n *Node) verifyAnn(a Announcement) bool {
 	return len(a.Sig) > 0 && n.cfg.Auth.VerifyMessage(a.Signer, AnnouncementSignedBytes(a), a.Sig) == nil
 }
 
+// helloDue reports whether this heartbeat's hello is needed (see the
+// protocol above): it is skipped only by a node whose own updates speak for
+// it to a mesh it sees whole.
+func (n *Node) helloDue() bool {
+	p := &n.proto
+	switch {
+	case !p.spoken || p.tick-p.lastSpoke >= uint64(max(n.sc.HeartbeatTicks, n.sc.SuspectTicks/4)):
+		return true // nothing of its own on the way
+	case p.announce || len(p.admits) > 0 || p.tick-p.lastHello >= uint64(n.sc.RefreshTicks):
+		return true
+	}
+	return n.degraded // some member down that did not leave
+}
+
+// heardUpdate records member slot q's update of clock as a sign of life,
+// wherever it came from: it is only called for an update that was not in
+// the view before, so each clock counts once, and a relay that held
+// updates back can keep their origin live for no more than those (under
+// SSP, the few clocks the origin may run ahead). It keeps a live member
+// live but brings no suspected one back: the updates of a member that
+// left or died keep arriving from others' logs after it is gone. That
+// takes the member's own word, a hello (at least every RefreshTicks) or a
+// message of its own.
+func (n *Node) heardUpdate(q int, clock uint64) {
+	if i := n.infoAt(q); i != nil {
+		i.clock = max(i.clock, clock)
+		if n.live.at(q) == liveUp {
+			i.heard, i.spoke = n.proto.tick, true
+		}
+	}
+}
+
 func (n *Node) hello() {
 	p := &n.proto
 	p.helloSeq++
-	p.lastHello = p.tick
+	p.lastHello, p.announce = p.tick, false
 	a := Announcement{Kind: KindHello, Member: n.cfg.ID, Entry: n.ownEntry(), Clock: n.clock, Seq: p.helloSeq,
 		Round: min(p.round, maxRound), Addrs: p.addrs, Site: p.site}
 	if c := n.cfg.Admission; c != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/codec"
+	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/model"
 )
 
@@ -678,5 +679,130 @@ func TestMemberThatOnlyRelaysIsSuspected(t *testing.T) {
 	}
 	if a, b := n.nodes["a/1"], n.nodes["b/1"]; !a.Done() || !b.Done() || !suspected {
 		t.Fatalf("a done %v at %d, b done %v at %d, c suspected %v", a.Done(), a.Clock(), b.Done(), b.Clock(), suspected)
+	}
+}
+
+// helloCounter counts the hellos each member broadcasts in a pnet, as one
+// member (the second, for the first's own) receives them.
+func helloCounter(n *pnet) map[string]int {
+	said := map[string]int{}
+	prev := n.drop
+	n.drop = func(from, to string, data []byte) bool {
+		observer := n.order[0]
+		if from == observer {
+			observer = n.order[1]
+		}
+		if to == observer && isHello(data) {
+			said[from]++
+		}
+		return prev != nil && prev(from, to, data)
+	}
+	return said
+}
+
+func isHello(data []byte) bool {
+	a, err := DecodeAnnouncement(data)
+	return err == nil && a.Kind == KindHello
+}
+
+// A mesh that trains says hellos only every RefreshTicks: each member's
+// updates, relayed along an overlay where most pairs are not neighbours,
+// keep it live at every other, and no member is suspected. Without the
+// relayed updates counting, every member would suspect its non-neighbours.
+func TestTrainingMembersSkipHellos(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1", "d/1", "e/1", "f/1", "g/1", "h/1"}
+	n := newSitePnet(t, ids, 1000, func(live []string, _ map[string]string) Router { return halton.Build(live) })
+	said := helloCounter(n)
+	const rounds = 60
+	for range rounds {
+		n.round()
+	}
+	// One hello before the first update (the first heartbeat), then one
+	// every RefreshTicks (SuspectTicks, 10): 7 at most in 60 ticks; a
+	// hello every heartbeat would be 30.
+	for _, id := range ids {
+		if got := said[id]; got < 5 || got > 7 {
+			t.Errorf("%s said %d hellos in %d ticks, want 5-7 (one every RefreshTicks)", id, got, rounds)
+		}
+	}
+	for _, e := range n.events {
+		t.Errorf("event %v about %s", e.Kind, e.Member)
+	}
+	a := n.nodes["a/1"]
+	if a.Clock() < rounds-2 || len(a.Live()) != len(ids) {
+		t.Errorf("a at clock %d, %d live", a.Clock(), len(a.Live()))
+	}
+}
+
+// A member that stops making updates (done, or held at its gate) says
+// hellos every heartbeat again, and so does one that sees a member down.
+func TestHellosResumeWhenSilentOrDegraded(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 10)
+	said := helloCounter(n)
+	for range 30 {
+		n.round()
+	}
+	// 10 iterations, then 20 ticks done: a hello every 2 ticks.
+	if got := said["b/1"]; got < 10 {
+		t.Errorf("b said %d hellos in its 20 ticks done, want at least 10", got)
+	}
+
+	n = newPnet(t, ids, 1000)
+	said = helloCounter(n)
+	for range 5 {
+		n.round()
+	}
+	n.nodes["c/1"].DeclareDead("a/1") // c sees a down (a says no hello to bring it back)
+	clear(said)
+	for range 8 {
+		n.round()
+	}
+	if got, other := said["c/1"], said["b/1"]; got < 3 || other > 1 {
+		t.Errorf("in 8 ticks, c (degraded) said %d hellos, want one every other tick; b said %d, want at most 1", got, other)
+	}
+}
+
+// An update of a suspected member that reaches a node through another
+// (a resend from a log, a relay) does not bring it back: the updates of a
+// member that left or died keep coming from others after it is gone. Its
+// hello does.
+func TestRelayedUpdateDoesNotBringASuspectBack(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 1000)
+	var held [][]byte // what c sends a, which b passes on
+	n.drop = func(from, to string, data []byte) bool {
+		if from == "c/1" && to == "a/1" {
+			held = append(held, data)
+			return true
+		}
+		return false
+	}
+	for range 3 {
+		n.round()
+	}
+	a := n.nodes["a/1"]
+	a.Suspect("c/1")
+	before := a.VectorClock().Get("c/1")
+	for range 2 {
+		n.round()
+		for _, data := range held {
+			a.Receive("b/1", data)
+		}
+		held = held[:0]
+	}
+	if a.VectorClock().Get("c/1") <= before {
+		t.Fatalf("a has c up to %d, had %d: no update came through b", a.VectorClock().Get("c/1"), before)
+	}
+	if !a.Suspected("c/1") {
+		t.Fatal("a relayed update brought c back")
+	}
+	n.drop = nil
+	n.nodes["c/1"].proto.announce = true // c says hello at its next heartbeat
+	for range 3 {
+		n.round()
+	}
+	if a.Suspected("c/1") || !a.live.up("c/1") {
+		t.Fatal("c's hello did not bring it back")
 	}
 }

@@ -10,8 +10,9 @@ func (n *Node) Left(id string) bool {
 	return ok
 }
 
-// AnnouncedClock returns the clock member last announced in its hellos or
-// its leave notice (0 before the first).
+// AnnouncedClock returns the highest clock member announced in its hellos
+// or its leave notice, or made an update of that this node applied (0
+// before the first).
 func (n *Node) AnnouncedClock(member string) uint64 {
 	if i := n.info(member); i != nil {
 		return i.clock

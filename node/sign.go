@@ -116,6 +116,7 @@ func (n *Node) verify(u Update) RejectReason {
 // is returned: the update is then in the node's own view but was sent to
 // nobody, and the driver must stop.
 func (n *Node) sendOwn(t uint64, frame []byte, decoded codec.Sparse) error {
+	n.proto.lastSpoke, n.proto.spoken = n.proto.tick, true
 	u := Update{Origin: n.cfg.ID, Clock: t, Frame: frame}
 	if n.cfg.Auth != nil {
 		sig, err := n.cfg.Auth.Sign(n.cfg.ID, t, frame)

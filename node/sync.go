@@ -245,6 +245,13 @@ type SyncConfig struct {
 	// rounds) and declared dead after DeadTicks, stretched likewise.
 	// Defaults 5, 50 and 200.
 	HeartbeatTicks, SuspectTicks, DeadTicks int
+	// RefreshTicks bounds how long a node that skips its hellos (it sent an
+	// update of its own lately and sees every
+	// member live, see liveness.go) goes without one, so that what only
+	// hellos carry (its round, addresses, admission) still reaches every
+	// member, and one that suspected it wrongly hears it again before it
+	// would declare it dead). Default SuspectTicks.
+	RefreshTicks int
 	// StallTicks is the fewest ticks a node waits at its gate before Tick
 	// sends SyncRequest's requests, and between two sends, AskPeriods
 	// stretching it to that many of the node's iteration periods;
@@ -256,7 +263,7 @@ type SyncConfig struct {
 func (c *SyncConfig) fill(staleness int) error {
 	switch {
 	case c.Window < 0 || c.History < 0 || c.MaxReplyBytes < 0 || c.ReplyRate < 0 || c.Fanout < 0 ||
-		c.HeartbeatTicks < 0 || c.SuspectTicks < 0 || c.DeadTicks < 0 || c.StallTicks < 0 || c.EntropyTicks < 0 || c.AskPeriods < 0:
+		c.HeartbeatTicks < 0 || c.SuspectTicks < 0 || c.DeadTicks < 0 || c.RefreshTicks < 0 || c.StallTicks < 0 || c.EntropyTicks < 0 || c.AskPeriods < 0:
 		return fmt.Errorf("node: sync settings must be >= 0, got %+v", *c)
 	case c.Window != 0 && c.Window < staleness+2:
 		return fmt.Errorf("node: sync window %d is below staleness+2 = %d", c.Window, staleness+2)
@@ -284,6 +291,10 @@ func (c *SyncConfig) fill(staleness int) error {
 		c.DeadTicks = DefaultDeadTicks
 	}
 	c.DeadTicks = max(c.DeadTicks, c.SuspectTicks)
+	if c.RefreshTicks == 0 {
+		c.RefreshTicks = c.SuspectTicks
+	}
+	c.RefreshTicks = max(c.RefreshTicks, c.HeartbeatTicks)
 	return nil
 }
 
@@ -453,6 +464,7 @@ func (n *Node) Receive(from string, data []byte) {
 			continue
 		}
 		ownApplied = ownApplied || u.Origin == from
+		n.heardUpdate(q, u.Clock)
 		// With two copies of one update in an envelope, the first that
 		// passed the core's checks was applied; which one that was is not
 		// observable here, so keep neither (the origin keeps its own).
@@ -469,9 +481,10 @@ func (n *Node) Receive(from string, data []byte) {
 		n.retainAt(q, u.Origin, r)
 	}
 	// A member's own updates applied are a sign of life; what it passes on
-	// of others' is not (an honest relay says hello anyway), nor are
-	// requests, refusals and duplicates (see receiveAnnouncement): else a
-	// peer could keep a member that never makes an update live.
+	// of others' is not, nor are requests, refusals and duplicates (see
+	// receiveAnnouncement): else a peer could keep a member that never
+	// makes an update live. Its own updates count wherever they come from
+	// (heardUpdate), since a member that is making them skips its hellos.
 	if ownApplied && n.isMember(from) {
 		n.heard(from)
 	}

@@ -68,8 +68,9 @@ type Config struct {
 	// DetectionDelay is the silence after which a node suspects a member
 	// (node.SyncConfig.SuspectTicks, rounded up to whole ticks); the core
 	// declares it dead after four times as long. The default is four
-	// heartbeats (node.DefaultHeartbeatTicks ticks each) plus three largest
-	// one-way latencies and three jitters.
+	// heartbeats (node.DefaultHeartbeatTicks ticks each) plus, for an
+	// overlay of diameter D, D + 2 largest one-way latencies and jitters and
+	// D flush delays (detectionDelay).
 	DetectionDelay time.Duration
 	// FlushDelay lets a node collect relays for this long before it sends
 	// them, batching updates per next hop; 0 sends after every message. A
@@ -152,7 +153,6 @@ func (c *Config) validate() error {
 	if c.ComputeTime == 0 {
 		c.ComputeTime = 10 * time.Millisecond
 	}
-	worst := c.WAN.MaxLatency() + c.WAN.Jitter
 	if c.SyncInterval == 0 {
 		c.SyncInterval = 100 * time.Millisecond
 	}
@@ -170,8 +170,15 @@ func (c *Config) validate() error {
 	if c.Sync.HeartbeatTicks == 0 {
 		c.Sync.HeartbeatTicks = node.DefaultHeartbeatTicks
 	}
+	return nil
+}
+
+// fillDetection sets the failure detector's timeouts once the overlay's
+// diameter is known: DetectionDelay's default, and from it SuspectTicks
+// and DeadTicks unless they are set.
+func (c *Config) fillDetection(diameter int) {
 	if c.DetectionDelay == 0 {
-		c.DetectionDelay = 4*time.Duration(c.Sync.HeartbeatTicks)*c.Tick + 3*worst
+		c.DetectionDelay = detectionDelay(*c, diameter)
 	}
 	if c.Sync.SuspectTicks == 0 {
 		c.Sync.SuspectTicks = int((c.DetectionDelay + c.Tick - 1) / c.Tick)
@@ -179,7 +186,17 @@ func (c *Config) validate() error {
 	if c.Sync.DeadTicks == 0 {
 		c.Sync.DeadTicks = 4 * c.Sync.SuspectTicks
 	}
-	return nil
+}
+
+// detectionDelay is Config.DetectionDelay's default over an overlay of the
+// given diameter: four heartbeats, and the slowest way a member's sign of
+// life takes: a member that trains says no hellos (node/liveness.go), so
+// its updates, relayed hop by hop (a latency, a jitter and a flush delay
+// each), are what the others hear of it; two latencies more cover a hello
+// that a member starts saying when its updates stop.
+func detectionDelay(c Config, diameter int) time.Duration {
+	worst := c.WAN.MaxLatency() + c.WAN.Jitter
+	return 4*time.Duration(c.Sync.HeartbeatTicks)*c.Tick + time.Duration(diameter+2)*worst + time.Duration(diameter)*c.FlushDelay
 }
 
 // syncTimeout is Config.SyncTimeout's default over an overlay of the given

@@ -64,7 +64,7 @@ func checkConverged(t *testing.T, label string, s *sim) {
 			t.Errorf("%s: %s knows %d members of %d", label, n.id, got, len(s.nodes)+s.rejoins)
 		}
 		if c.Shares() != len(live) || len(c.Live()) != len(live) {
-			t.Errorf("%s: %s counts %d live and %d shares, want %d", label, n.id, len(c.Live()), c.Shares(), len(live))
+			t.Errorf("%s: %s counts %d live (%v) and %d shares, want %d", label, n.id, len(c.Live()), c.Live(), c.Shares(), len(live))
 		}
 		if c.Clock() != s.iters {
 			t.Errorf("%s: %s stopped at clock %d", label, n.id, c.Clock())

@@ -362,6 +362,8 @@ func newSim(cfg Config) (*sim, error) {
 	router := s.overlay(s.ids[:cfg.Nodes], s.labels)
 	s.hops, s.sites = router.MeanHops(), netmodel.SiteCount(router)
 	s.diameter = diameter(router)
+	s.cfg.fillDetection(s.diameter)
+	cfg = s.cfg
 	s.timeout = int64(cfg.SyncTimeout)
 	if s.timeout == 0 {
 		s.timeout = int64(syncTimeout(cfg, s.diameter))
@@ -731,10 +733,15 @@ func (s *sim) finishedShort() uint64 {
 	return short
 }
 
-// settled reports whether the membership has settled: no node suspects a
-// member any more (each is live, dead or gone).
+// settled reports whether the membership has settled: no leaver still
+// waits for acknowledgements of its notice (a run that ended then left
+// members that had not heard it counting the leaver live), and no node
+// suspects a member any more (each is live, dead or gone).
 func (s *sim) settled() bool {
 	for _, n := range s.nodes {
+		if n.alive && n.leaving {
+			return false
+		}
 		if !n.member() {
 			continue
 		}
