@@ -3,7 +3,6 @@ package testnet
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 	"time"
@@ -165,8 +164,13 @@ func TestHostilePeers(t *testing.T) {
 			if kind == "flood" && a.Throttled > a.Tried {
 				t.Errorf("throttled %d of %d messages sent", a.Throttled, a.Tried)
 			}
-			if d := a.AccuracyDeltaPoints; d == nil || math.Abs(*d) > tolerance {
-				t.Errorf("honest accuracy %v against %v without the attacker (tolerance %v points)", pct(a.HonestAccuracy), pct(a.BaselineAccuracy), tolerance)
+			// An attack may cost at most the tolerance. The two runs are
+			// timed apart on a loaded machine, so either can end a point
+			// above the other; only a loss is the attack's (a bound on
+			// both sides failed when the attacked run ended 1.2 points
+			// above its baseline).
+			if d := a.AccuracyDeltaPoints; d == nil || *d < -tolerance {
+				t.Errorf("honest accuracy %v against %v without the attacker (at most %v points lower)", pct(a.HonestAccuracy), pct(a.BaselineAccuracy), tolerance)
 			}
 			for _, n := range rep.PerNode {
 				if n.Clock != uint64(cfg.Iterations) {
