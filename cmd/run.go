@@ -107,7 +107,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at this host:port, e.g. 127.0.0.1:9090 (path /metrics)")
 	f.ui.register(fs)
 	fs.DurationVar(&f.deadAfter, "dead-after", 5*time.Second, "floor of the silence after which a member is suspected (the gate no longer waits for it); it is declared dead after four times as long; both grow to 10 of the mesh's slowest rounds")
-	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often the node announces itself on the membership topic")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 500*time.Millisecond, "how often the node announces itself on the membership topic when its own updates do not (it skips the hello while it sends an update of its own every quarter of --dead-after and counts every member live, but still says one each --dead-after)")
 	fs.IntVar(&f.history, "history", 512, "own updates this node keeps for members that missed them, in iterations (>= 1); a member cut off for longer catches up by snapshot, as a new incarnation")
 	fs.IntVar(&f.waitMembers, "wait-members", 1, "do not train until this many members (this one included) are live")
 	f.relayWindow = mesh.AutoRelayWindow
