@@ -56,10 +56,38 @@ type exchangeFlags struct {
 	outerLR    float64
 	// budget is the frame budget a run takes: the one given, or once
 	// resolveBudget ran, the one it picked; budgetAuto records that none
-	// was given.
-	budget     int
-	budgetAuto bool
-	priority   string
+	// was given, budgetMeasured that it follows the links' measured
+	// throughput (--budget measured, and run's auto).
+	budget         int
+	budgetAuto     bool
+	budgetMeasured bool
+	priority       string
+}
+
+// budgetMeasuredSetting is the --budget that follows the throughput each
+// node measures on its links (mesh.DaemonConfig.BudgetFromLinks).
+const budgetMeasuredSetting = "measured"
+
+// budgetValue is --budget: auto, measured or a byte count.
+type budgetValue struct{ f *exchangeFlags }
+
+func (v budgetValue) String() string {
+	switch {
+	case v.f == nil || v.f.budgetAuto:
+		return autoSetting
+	case v.f.budgetMeasured:
+		return budgetMeasuredSetting
+	}
+	return strconv.Itoa(v.f.budget)
+}
+
+func (v budgetValue) Set(s string) error {
+	v.f.budgetMeasured = s == budgetMeasuredSetting
+	if v.f.budgetMeasured {
+		v.f.budget, v.f.budgetAuto = 0, false
+		return nil
+	}
+	return autoCount{&v.f.budget, &v.f.budgetAuto, 0, "want auto, measured, 0 (no bound) or a byte count"}.Set(s)
 }
 
 func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
@@ -68,7 +96,7 @@ func (f *exchangeFlags) register(fs *flag.FlagSet, suffix string) {
 	fs.StringVar(&f.outer, "outer", string(node.OuterAdaptive), "outer step applied to the change of an exchange's local steps (none with one step): adaptive (a key's rate rises from 1 to 2 while the mesh's combined change of the key keeps its sign, and is back to 1 when it flips), sgd (one rate for every key) or nesterov (momentum 0.9)"+suffix)
 	fs.Float64Var(&f.outerLR, "outer-lr", 1, "outer step's rate (> 0), a factor on the adaptive step's rates: 1 with sgd sends the local steps' change as it is"+suffix)
 	f.budgetAuto = true
-	fs.Var(autoCount{&f.budget, &f.budgetAuto, 0, "want auto, 0 (no bound) or a byte count"}, "budget", "bytes one update's frame may take, 0 for no bound, or auto: what the slowest modelled link carries in an exchange's period, shared by the frames it carries (no bound on unshaped links, and in run, whose links are not measured before it trains); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual")
+	fs.Var(budgetValue{f}, "budget", "bytes one update's frame may take, 0 for no bound, auto or measured; auto: what the slowest modelled link carries in an exchange's period, shared by the frames it carries (no bound on unshaped links), and in run, whose links are not modelled, measured; measured: the same from the throughput each node measures on the links to its next hops once they back up, none before (testnet and run); a larger update sends the keys of highest --priority that fit and keeps the rest in the error feedback residual")
 	fs.StringVar(&f.priority, "priority", string(node.PriorityAbsolute), "which keys an update cut to --budget sends: absolute (largest |change|), relative (largest |change|/|weight|) or off (lowest keys)")
 }
 
@@ -196,6 +224,9 @@ func leastBudget(codecName string) (int, error) {
 // checkBudget checks --budget against the codec's smallest frame and the
 // error feedback that keeps what a budget cuts.
 func (f *exchangeFlags) checkBudget(codecName string, errorFeedback bool) error {
+	if f.budgetMeasured && !errorFeedback {
+		return badInput("--budget measured: what a budget cuts is kept in the error feedback residual; drop --error-feedback=false")
+	}
 	if f.budget == 0 {
 		return nil
 	}
@@ -205,7 +236,7 @@ func (f *exchangeFlags) checkBudget(codecName string, errorFeedback bool) error 
 	}
 	switch {
 	case f.budget < least:
-		return badInput("--budget %d: want auto, 0 (no bound) or at least one frame (%d bytes with --codec %s)", f.budget, least, codecName)
+		return badInput("--budget %d: want auto, measured, 0 (no bound) or at least one frame (%d bytes with --codec %s)", f.budget, least, codecName)
 	case !errorFeedback:
 		return badInput("--budget %d: what a budget cuts is kept in the error feedback residual; drop --error-feedback=false", f.budget)
 	}
@@ -226,6 +257,9 @@ func (f *exchangeFlags) describe() string {
 	steps := "an exchange every step" + picked
 	if f.localSteps > 1 {
 		steps = fmt.Sprintf("%d local steps per exchange%s, outer %s at %g", f.localSteps, picked, f.outer, f.outerLR)
+	}
+	if f.budgetMeasured {
+		return fmt.Sprintf("%s, frames cut to what the links are measured to carry by %s priority", steps, f.priority)
 	}
 	if f.budget == 0 {
 		return steps

@@ -358,6 +358,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Topology: f.topology, Sites: f.sites, Heartbeat: f.heartbeat, DeadAfter: f.deadAfter, RelayWindow: f.relayWindow,
 		CheckpointEvery: f.checkpointEvery, Test: test.Rows, EvalEvery: f.training.evalInterval(settings.Iterations), Metrics: metrics, LiveView: liveBoard, Logger: logger,
 		MinIteration: f.minIteration, Progress: f.progress,
+		// --budget auto: links are not modelled here, so the budget
+		// follows what they are measured to carry once training runs.
+		BudgetFromLinks: (f.training.exchange.budgetAuto || f.training.exchange.budgetMeasured) && settings.ErrorFeedback && settings.Factors == node.FactorsOff,
 	}
 	// A member that fell behind the frame history rejoins as a new
 	// incarnation: the daemon runs the join, this builds the new core.

@@ -65,6 +65,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return usageError{fmt.Errorf("--wan: %w", err)}
 	}
+	if training.exchange.budgetMeasured {
+		return badInput("--budget measured: the simulator's links carry no writes to measure; give auto (from the modelled links), 0 or a byte count")
+	}
 	// --budget auto shares what the slowest modelled link carries in an
 	// exchange's period (--local-steps auto was resolved with the settings).
 	training.exchange.resolveBudget(link, exchangePeriod(linkRound(link), *computeTime, training.exchange.localSteps), *nodes, *topology, settings.Codec, settings.ErrorFeedback, false)

@@ -200,6 +200,7 @@ func (f *testnetFlags) config(stderr io.Writer) (testnet.Config, error) {
 	if _, err := model.NewModel(cfg.Model, cfg.L2, train); err != nil {
 		return cfg, modelError(train, err)
 	}
+	cfg.BudgetFromLinks = f.training.exchange.budgetMeasured
 	if ex := &f.training.exchange; ex.budgetAuto && wan.Emulated() {
 		// Unshaped links are loopback: no bound.
 		factors := f.training.sfb != string(node.FactorsOff)

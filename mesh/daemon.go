@@ -52,8 +52,19 @@ type Daemon struct {
 	// exchange ended: evaluations and checkpoints are due when an exchange
 	// passes a multiple of theirs.
 	exchangeStart uint64
-	blocked       time.Duration
-	psCancel      context.CancelFunc
+	// exchangePeriod is an average of the time between the ends of two
+	// exchanges (H local steps and the waits), and lastExchange when the
+	// last one ended.
+	exchangePeriod time.Duration
+	lastExchange   time.Time
+	// stepCompute is an average of one Train call's time (an optimizer
+	// step's compute), frameBytes of this node's frame bytes per exchange,
+	// and framesBefore the frame bytes sent when the last exchange ended.
+	stepCompute  time.Duration
+	frameBytes   float64
+	framesBefore uint64
+	blocked      time.Duration
+	psCancel     context.CancelFunc
 	// quorate is set once MinMembers were live: members that die or leave
 	// later do not stop the others.
 	quorate bool
@@ -535,17 +546,14 @@ func (a *Daemon) train() error {
 	if err := a.n.Train(); err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
+	took := time.Since(started)
+	a.stepCompute = ewma(a.stepCompute, took)
 	if a.cfg.AfterTrain != nil {
-		a.cfg.AfterTrain(a.n, time.Since(started))
+		a.cfg.AfterTrain(a.n, took)
 	}
 	a.observe()
 	if !a.lastTrain.IsZero() {
-		took := started.Sub(a.lastTrain)
-		if a.round == 0 {
-			a.round = took
-		} else {
-			a.round = (9*a.round + took) / 10
-		}
+		a.round = ewma(a.round, started.Sub(a.lastTrain))
 	}
 	a.lastTrain = time.Now()
 	// Evaluations and checkpoints count optimizer steps, as their flags
@@ -555,6 +563,19 @@ func (a *Daemon) train() error {
 	if a.n.MidExchange() {
 		return nil
 	}
+	now := time.Now()
+	if !a.lastExchange.IsZero() {
+		a.exchangePeriod = ewma(a.exchangePeriod, now.Sub(a.lastExchange))
+	}
+	a.lastExchange = now
+	sent := a.n.Stats().FrameBytes
+	if a.frameBytes == 0 {
+		a.frameBytes = float64(sent - a.framesBefore)
+	} else {
+		a.frameBytes = (9*a.frameBytes + float64(sent-a.framesBefore)) / 10
+	}
+	a.framesBefore = sent
+	a.followLinks()
 	steps := a.n.Steps()
 	from := a.exchangeStart
 	a.exchangeStart = steps
@@ -565,6 +586,54 @@ func (a *Daemon) train() error {
 		a.checkpoint()
 	}
 	return nil
+}
+
+// followLinks sets the core's frame budget and the pace of its answers
+// from the throughput measured on the links to its next hops
+// (DaemonConfig.BudgetFromLinks).
+func (a *Daemon) followLinks() {
+	meter, ok := a.net.(interface{ LinkRate(peer.ID) float64 })
+	if !a.cfg.BudgetFromLinks || !ok {
+		return
+	}
+	hops := a.n.Relays(a.self)
+	slowest, roundTrip := 0.0, time.Duration(0)
+	for _, hop := range hops {
+		p, err := a.peerOf(hop)
+		if err != nil {
+			continue
+		}
+		if r := meter.LinkRate(p); r > 0 && (slowest == 0 || r < slowest) {
+			slowest = r
+		}
+		roundTrip = max(roundTrip, a.sites.rtt[hop]) // measured for the sites, when they are
+	}
+	// The period AutoBudget shares is the exchange's without the link:
+	// the measured one less the time this node's frames took on the
+	// slowest link (on a saturated link the measured period is that
+	// time, and a budget from it would keep whatever frames are sent),
+	// and at least the exchange's compute and the longest round trip to
+	// a next hop, as AutoBudget's period is on modelled links.
+	frames := node.FramesPerLink(len(a.n.Live()), len(hops))
+	onLink := time.Duration(0)
+	if slowest > 0 {
+		onLink = time.Duration(frames * a.frameBytes / slowest * float64(time.Second))
+	}
+	period := max(a.exchangePeriod-onLink, a.stepCompute*time.Duration(a.n.LocalSteps()), roundTrip)
+	budget := node.AutoBudget(slowest, period, frames, a.n.LeastBudget())
+	if before := a.n.Budget(); budget != before {
+		if err := a.n.SetBudget(budget); err != nil {
+			a.log.Warn("frame budget from the measured links refused", "budget_bytes", budget, "err", err)
+			return
+		}
+		level := slog.LevelDebug
+		if before == 0 || budget == 0 {
+			level = slog.LevelInfo
+		}
+		a.log.Log(context.Background(), level, "frame budget follows the links", "budget_bytes", budget,
+			"slowest_link_bytes_per_second", int64(slowest), "exchange_period", period.Round(time.Millisecond))
+	}
+	a.n.SetReplyRate(int(slowest * a.cfg.Tick.Seconds()))
 }
 
 func (a *Daemon) evaluate() {
@@ -582,6 +651,15 @@ func (a *Daemon) evaluate() {
 	if a.cfg.Evaluated != nil {
 		a.cfg.Evaluated(a.n, m.Loss)
 	}
+}
+
+// ewma folds sample into a running mean (a tenth of its weight), the first
+// sample taken as it is.
+func ewma(mean, sample time.Duration) time.Duration {
+	if mean == 0 {
+		return sample
+	}
+	return (9*mean + sample) / 10
 }
 
 // crossed reports whether a multiple of every (> 0) lies in (from, to]: an

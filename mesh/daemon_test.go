@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/sketchmesh/sketchmesh/dataset"
 	"github.com/sketchmesh/sketchmesh/liveview"
 	"github.com/sketchmesh/sketchmesh/node"
@@ -29,6 +31,13 @@ func startDaemon(t *testing.T, ctx context.Context, set node.Settings, shard []d
 // padded to minIteration.
 func startDaemonWith(t *testing.T, ctx context.Context, set node.Settings, shard []dataset.Row, reply *JoinReply, h *Host, minMembers int, minIteration time.Duration) *Daemon {
 	t.Helper()
+	return startDaemonTweaked(t, ctx, set, shard, reply, h, func(c *DaemonConfig) { c.MinMembers, c.MinIteration = minMembers, minIteration })
+}
+
+// startDaemonTweaked is startDaemon for a mesh of three with the daemon's
+// configuration changed by tweak.
+func startDaemonTweaked(t *testing.T, ctx context.Context, set node.Settings, shard []dataset.Row, reply *JoinReply, h *Host, tweak func(*DaemonConfig)) *Daemon {
+	t.Helper()
 	id := MemberID(h.h.ID(), 1)
 	var peers []PeerRecord
 	if reply != nil {
@@ -38,8 +47,10 @@ func startDaemonWith(t *testing.T, ctx context.Context, set node.Settings, shard
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := NewDaemon(ctx, DaemonConfig{Mesh: "test", Host: h, Node: n, Settings: set, Peers: peers,
-		MinMembers: minMembers, MinIteration: minIteration, Heartbeat: 100 * time.Millisecond, DeadAfter: 2 * time.Second})
+	cfg := DaemonConfig{Mesh: "test", Host: h, Node: n, Settings: set, Peers: peers,
+		MinMembers: 3, Heartbeat: 100 * time.Millisecond, DeadAfter: 2 * time.Second}
+	tweak(&cfg)
+	a, err := NewDaemon(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +233,71 @@ func TestCrossedCountsSteps(t *testing.T) {
 		if got := crossed(tc.from, tc.to, tc.every); got != tc.want {
 			t.Errorf("crossed(%d, %d, %d) = %v, want %v", tc.from, tc.to, tc.every, got, tc.want)
 		}
+	}
+}
+
+// ratedHost is a host whose links measure rate bytes a second
+// (Host.LinkRate), as a slow WAN link would once it backs up.
+type ratedHost struct {
+	*Host
+	rate float64
+}
+
+func (r ratedHost) LinkRate(peer.ID) float64 { return r.rate }
+
+// With BudgetFromLinks a daemon cuts its frames to what its measured links
+// carry in an exchange (node.AutoBudget), and one whose links never backed
+// up takes no budget; receivers apply what was sent, so both end holding
+// the same updates.
+func TestBudgetFollowsTheMeasuredLinks(t *testing.T) {
+	train, _, err := dataset.Builtin("rcv1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := daemonSettings(train)
+	set.Codec, set.ErrorFeedback, set.Iterations = "sketchml", true, 40
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hosts := []*Host{newTestHost(t), newTestHost(t)}
+	slow := func(c *DaemonConfig) {
+		c.MinMembers, c.BudgetFromLinks = 2, true
+		c.Transport = ratedHost{c.Host, 20_000} // 20 kB/s
+	}
+	founder := startDaemonTweaked(t, ctx, set, train.Shard(0, 2).Rows, nil, hosts[0], slow)
+	results, errs := make(chan Result, 2), make(chan error, 2)
+	run := func(a *Daemon) {
+		r, err := a.Run(ctx)
+		results <- r
+		errs <- err
+	}
+	go run(founder)
+	reply, err := Join(ctx, hosts[1], hosts[0].Addrs()[0], JoinRequest{Mesh: "test", Member: MemberID(hosts[1].h.ID(), 1), Settings: set}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joiner := startDaemonTweaked(t, ctx, reply.Settings, train.Shard(1, 2).Rows, reply, hosts[1], func(c *DaemonConfig) {
+		c.MinMembers, c.BudgetFromLinks = 2, true
+	})
+	go run(joiner)
+	var held []uint64
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		r := <-results
+		if r.AppliedTwice != 0 || r.Clock != set.Iterations {
+			t.Errorf("%s: clock %d, applied twice %d", r.Member, r.Clock, r.AppliedTwice)
+		}
+		held = append(held, r.Held)
+	}
+	if held[0] != held[1] {
+		t.Errorf("the nodes hold %v updates", held)
+	}
+	least := founder.n.LeastBudget()
+	if b, cuts := founder.n.Budget(), founder.n.Stats().BudgetCuts; b < least || b > 20_000 || cuts == 0 {
+		t.Errorf("founder on 20 kB/s links: budget %d bytes (want one frame, %d, to a second's worth), %d frames cut", b, least, cuts)
+	}
+	if b := joiner.n.Budget(); b != 0 {
+		t.Errorf("joiner on loopback links that never backed up: budget %d, want none", b)
 	}
 }

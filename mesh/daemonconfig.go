@@ -74,6 +74,16 @@ type DaemonConfig struct {
 	// one message per member. For a mesh whose members are all known at
 	// start (a testnet); joiners need the topic.
 	OverlayBroadcast bool
+	// BudgetFromLinks makes the frame budget and the pace of answers to
+	// sync requests follow the throughput measured on the links to this
+	// node's next hops (Host.LinkRate, node.LinkRate): the slowest link
+	// that has backed up, shared over the frames a link carries in an
+	// exchange (node.AutoBudget), set at the end of every exchange. Links
+	// that never backed up keep up: with none measured there is no budget.
+	// What `run --budget auto` does; a testnet, whose links are modelled,
+	// takes its budget from their profile instead. Needs error feedback
+	// (what a budget cuts waits in the residual).
+	BudgetFromLinks bool
 	// Reliable says the links lose nothing (a testnet on loopback): the
 	// node never asks for updates it lacks, since every one arrives and a
 	// resend would only be a duplicate.

@@ -385,6 +385,19 @@ func (m *Host) SendTo(to peer.ID, data []byte) {
 	s.push(data)
 }
 
+// LinkRate returns the throughput of the link to peer p as measured from
+// what this host wrote to it (node.LinkRate), in bytes per second; 0 when
+// it is not known (the link never backed up, or nothing was sent).
+func (m *Host) LinkRate(p peer.ID) float64 {
+	m.mu.Lock()
+	s := m.senders[p]
+	m.mu.Unlock()
+	if s == nil {
+		return 0
+	}
+	return s.linkRate()
+}
+
 // Flush implements Transport: it waits until every queued message has been
 // written or has failed.
 func (m *Host) Flush(ctx context.Context) error {

@@ -378,3 +378,51 @@ func nonReadingPeer(t *testing.T) (*Host, *atomic.Int32) {
 	})
 	return b, &handled
 }
+
+// The host measures a link's throughput from what it writes (LinkRate):
+// to a peer that reads its update stream at a steady 8 MB/s, once the
+// buffers between them (socket and muxer windows) are full and the writes
+// wait on the reader, the measured rate is that pace. Before anything
+// backed up it is unknown.
+func TestLinkRateMeasuresTheLinksPace(t *testing.T) {
+	const pace = 8e6 // bytes per second
+	a, b := newTestHost(t), newTestHost(t)
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	b.Libp2p().SetStreamHandler(UpdateProtocol, func(s network.Stream) {
+		defer s.Reset()
+		buf := make([]byte, 32<<10)
+		start, read := time.Now(), 0
+		for {
+			n, err := s.Read(buf)
+			if err != nil {
+				return
+			}
+			read += n
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Until(start.Add(time.Duration(float64(read) / pace * float64(time.Second))))):
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.Libp2p().ID(), Addrs: b.Libp2p().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.LinkRate(b.Libp2p().ID()); got != 0 {
+		t.Fatalf("rate %v before anything was sent, want 0", got)
+	}
+	msg := bytes.Repeat([]byte{7}, 64<<10)
+	for range 800 { // 52 MB: six and a half seconds at the pace
+		a.Send(b.ID(), msg)
+	}
+	eventually(t, "a measured the link", func() bool { return a.LinkRate(b.Libp2p().ID()) > 0 })
+	time.Sleep(2 * node.RateWindow) // a few samples more
+	got := a.LinkRate(b.Libp2p().ID())
+	if got < pace/2 || got > 2*pace {
+		t.Fatalf("measured %.3g bytes/s on a link read at %.3g", got, pace)
+	}
+	t.Logf("measured %.3g bytes/s on a link read at %.3g", got, pace)
+}

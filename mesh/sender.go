@@ -37,6 +37,17 @@ type sender struct {
 	dropsUnreported int
 	writing         bool
 	done            bool
+	// rate is the link's throughput as measured from the writes
+	// (node.LinkRate).
+	rate node.LinkRate
+}
+
+// linkRate returns the link's measured throughput in bytes per second, 0
+// before it has backed up once.
+func (s *sender) linkRate() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rate.Rate()
 }
 
 func (s *sender) push(data []byte) {
@@ -112,13 +123,20 @@ func (s *sender) loop() {
 			continue
 		}
 		var err error
+		started := time.Now()
 		stream, err = s.write(stream, data)
 		if err != nil && !s.stopped() {
 			s.host.sendFailures.Add(1)
 			s.warnFailure(len(data), err)
 		}
+		ended := time.Now()
 		s.mu.Lock()
 		s.writing = false
+		if err == nil {
+			// What was queued while the write ran makes it a write at
+			// the link's pace (node.LinkRate).
+			s.rate.Observe(len(data)+lengthPrefix, ended.Sub(started), !s.queue.empty(), ended)
+		}
 		s.mu.Unlock()
 	}
 }

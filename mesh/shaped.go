@@ -78,6 +78,9 @@ type shapedLink struct {
 	// transport, so Flush does not see the link idle in between.
 	handing bool
 	done    bool
+	// rate is the link's throughput measured from what it carried, as a
+	// host measures its writes (Host.LinkRate).
+	rate node.LinkRate
 }
 
 // queued is a message, when its transmission starts and how long it takes,
@@ -212,6 +215,10 @@ func (s *ShapedTransport) carry(to peer.ID, l *shapedLink) {
 		l.queue[0] = queued{}
 		l.queue = l.queue[1:]
 		l.queuedBytes -= len(q.data)
+		// Its transmission is a write at the link's pace when the next
+		// message waited for it to end.
+		end := q.start.Add(q.tx)
+		l.rate.Observe(len(q.data)+lengthPrefix, q.tx, len(l.queue) > 0 && !l.queue[0].start.After(end), end)
 		l.handing = true
 		l.mu.Unlock()
 		s.Transport.SendTo(to, q.data)
@@ -219,6 +226,21 @@ func (s *ShapedTransport) carry(to peer.ID, l *shapedLink) {
 		l.handing = false
 		l.mu.Unlock()
 	}
+}
+
+// LinkRate returns the throughput of the emulated link to p as measured
+// from what it carried (node.LinkRate), in bytes per second; 0 when it is
+// not known.
+func (s *ShapedTransport) LinkRate(p peer.ID) float64 {
+	s.mu.Lock()
+	l := s.links[p]
+	s.mu.Unlock()
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rate.Rate()
 }
 
 // busy reports whether messages are still on their way over l.

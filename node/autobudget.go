@@ -48,3 +48,58 @@ func FramesPerLink(p, degree int) float64 {
 	}
 	return float64(p-1) / float64(min(degree, p-1))
 }
+
+// LinkRate estimates a link's throughput from what it carries, for a
+// driver whose links are not modelled (a real mesh): the driver reports
+// every message it wrote, how long the write took and whether more waited
+// behind it, with the time it ended. A write with a backlog behind it ran
+// at the link's pace, not the sender's, so such writes, summed over at
+// least RateWindow of writing, make a sample (bytes over the time they
+// took), and the estimate is the mean of the last one and the sample. A
+// link that does not back up says only that it keeps up: after each
+// RateWindow without a backlog the estimate grows by an eighth, so a
+// budget that follows it lets the traffic grow until the link backs up
+// again and is measured anew (else a budget that keeps its link below
+// saturation would keep an old, low figure for ever). Writes into a socket
+// buffer with room return at once: backlogged bursts shorter than the
+// buffer read as fast, which errs toward no budget. It reads no clock;
+// the zero value knows nothing (Rate 0).
+type LinkRate struct {
+	busyBytes int64
+	busy      time.Duration
+	rate      float64
+	// lastBusy is when a write last ended with a backlog, or when the
+	// estimate last grew.
+	lastBusy time.Time
+}
+
+// RateWindow is how much backlogged writing makes one LinkRate sample,
+// and how long a link without a backlog waits before its estimate grows.
+const RateWindow = 200 * time.Millisecond
+
+// Observe records one write of bytes that took took and ended at end,
+// backlogged when more waited to be written behind it.
+func (r *LinkRate) Observe(bytes int, took time.Duration, backlogged bool, end time.Time) {
+	if !backlogged {
+		if r.rate > 0 && end.Sub(r.lastBusy) >= RateWindow {
+			r.rate *= 1.125
+			r.lastBusy = end
+		}
+		return
+	}
+	r.lastBusy = end
+	r.busyBytes += int64(bytes)
+	r.busy += max(took, 0)
+	if r.busy < RateWindow {
+		return
+	}
+	sample := float64(r.busyBytes) / r.busy.Seconds()
+	if r.rate > 0 {
+		sample = (r.rate + sample) / 2
+	}
+	r.rate, r.busyBytes, r.busy = sample, 0, 0
+}
+
+// Rate is the estimated throughput in bytes per second, 0 when no sample
+// has been taken.
+func (r *LinkRate) Rate() float64 { return r.rate }

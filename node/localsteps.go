@@ -150,6 +150,9 @@ func (n *Node) lastClock() uint64 {
 // counts its exchanges.
 func (n *Node) Steps() uint64 { return n.local.steps }
 
+// LocalSteps returns H, the optimizer steps of one exchange.
+func (n *Node) LocalSteps() int { return max(n.local.h, 1) }
+
 // midExchange reports whether the node has taken some of an exchange's
 // local steps and not yet sent it: the gate was passed at its first step.
 func (n *Node) midExchange() bool { return n.local.inner > 0 }

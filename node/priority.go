@@ -74,6 +74,34 @@ func checkBudget(cfg *Config) error {
 	return nil
 }
 
+// SetBudget sets the byte budget of this node's next frames (0: none), for
+// a driver that follows its links' measured throughput (AutoBudget,
+// LinkRate): the budget is this node's own choice, since receivers apply
+// whatever frame arrives. A budget Config.BudgetBytes would refuse is an
+// error and changes nothing.
+func (n *Node) SetBudget(bytes int) error {
+	cfg := n.cfg
+	cfg.BudgetBytes = bytes
+	if err := checkBudget(&cfg); err != nil {
+		return fmt.Errorf("set budget: %w", err)
+	}
+	n.cfg.BudgetBytes = bytes
+	return nil
+}
+
+// Budget returns the byte budget of this node's frames (0: none).
+func (n *Node) Budget() int { return n.cfg.BudgetBytes }
+
+// LeastBudget returns the smallest budget this node's codec can honour
+// (MinBudgetBytes), 0 when it cannot cut its frames.
+func (n *Node) LeastBudget() int {
+	least, err := MinBudgetBytes(n.cfg.Codec)
+	if err != nil {
+		return 0
+	}
+	return least
+}
+
 // fitBudget returns the part of intended to send and its frame: intended
 // and frame when the frame fits the budget, else the highest-ranked keys
 // whose frame does.

@@ -69,6 +69,11 @@ type Report struct {
 	LocalSteps int `json:"local_steps"`
 	// BudgetBytes bounds one update's frame (0: no bound).
 	BudgetBytes int `json:"budget_bytes"`
+	// BudgetMeasured says each node's budget followed the throughput it
+	// measured on its links (Config.BudgetFromLinks); BudgetBytesFinal
+	// are their budgets at the end, in node order.
+	BudgetMeasured   bool  `json:"budget_measured,omitempty"`
+	BudgetBytesFinal []int `json:"budget_bytes_final,omitempty"`
 	// Staleness of reads, in iterations: t − 1 − min over live q of V[q]
 	// when a node starts iteration t.
 	StalenessObservedMax  uint64                       `json:"staleness_observed_max"`
@@ -149,6 +154,7 @@ func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []
 		Staleness:      cfg.Staleness,
 		LocalSteps:     max(cfg.Exchange.LocalSteps, 1),
 		BudgetBytes:    cfg.Exchange.BudgetBytes,
+		BudgetMeasured: cfg.BudgetFromLinks,
 		WAN:            cfg.WAN.Name,
 		Topology:       cfg.Topology,
 		MeanUpdateHops: router.MeanHops(),
@@ -166,6 +172,9 @@ func buildReport(cfg Config, cdc codec.Codec, router netmodel.Router, members []
 	for _, m := range members {
 		met := m.core.Evaluate(cfg.Test.Rows)
 		st := m.core.Stats()
+		if cfg.BudgetFromLinks {
+			r.BudgetBytesFinal = append(r.BudgetBytesFinal, m.core.Budget())
+		}
 		tr := updateTraffic(m.net.Traffic())
 		r.PerNode = append(r.PerNode, NodeReport{
 			ID:             m.core.ID(),

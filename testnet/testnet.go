@@ -52,6 +52,10 @@ type Config struct {
 	// forwards them, so relays batch, or mesh.AutoRelayWindow (see
 	// mesh.DaemonConfig.RelayWindow).
 	RelayWindow time.Duration
+	// BudgetFromLinks makes each node's frame budget follow the throughput
+	// it measures on its emulated links, as a real mesh does
+	// (mesh.DaemonConfig.BudgetFromLinks), instead of Exchange.BudgetBytes.
+	BudgetFromLinks bool
 	// WAN shapes the links between nodes; the zero value is loopback TCP.
 	WAN netmodel.LinkProfile
 	// ComputeTime is extra time each iteration takes, emulating a heavier
@@ -420,6 +424,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			RelayWindow: cfg.RelayWindow, DeadAfter: cfg.DeadAfter, JoinTimeout: joinerJoinTimeout,
 			Overlay:          overlay,
 			OverlayBroadcast: true, Reliable: true, Progress: -1, Logger: nodeLogger(cfg.Logger),
+			BudgetFromLinks: cfg.BudgetFromLinks,
 			// Sites were measured before the run (siteLabels).
 			Sites: "off",
 			AfterTrain: func(n *node.Node, took time.Duration) {
