@@ -114,14 +114,7 @@ func TestDaemonsJoinTrainAndAgree(t *testing.T) {
 		go run(a)
 	}
 	var held []uint64
-	for range daemons {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-		r := <-results
-		if r.AppliedTwice != 0 || r.Clock != set.Iterations {
-			t.Errorf("%s: clock %d, applied twice %d", r.Member, r.Clock, r.AppliedTwice)
-		}
+	for _, r := range awaitDaemons(t, len(daemons), results, errs, set.Iterations) {
 		held = append(held, r.Held)
 		// Members that finish first leave with notice, so count members
 		// ever admitted: one mesh of three, never two.
@@ -135,6 +128,25 @@ func TestDaemonsJoinTrainAndAgree(t *testing.T) {
 		}
 	}
 	checkLiveBoard(t, board.LiveState(), founder.self, set.Iterations)
+}
+
+// awaitDaemons waits for n daemons' runs, fails on an error, checks that
+// each ended at the run's last clock with nothing applied twice, and
+// returns their results.
+func awaitDaemons(t *testing.T, n int, results <-chan Result, errs <-chan error, iterations uint64) []Result {
+	t.Helper()
+	var out []Result
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		r := <-results
+		if r.AppliedTwice != 0 || r.Clock != iterations {
+			t.Errorf("%s: clock %d, applied twice %d", r.Member, r.Clock, r.AppliedTwice)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // checkLiveBoard checks the founder's live view at the end of a run of
@@ -279,19 +291,8 @@ func TestBudgetFollowsTheMeasuredLinks(t *testing.T) {
 		c.MinMembers, c.BudgetFromLinks = 2, true
 	})
 	go run(joiner)
-	var held []uint64
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-		r := <-results
-		if r.AppliedTwice != 0 || r.Clock != set.Iterations {
-			t.Errorf("%s: clock %d, applied twice %d", r.Member, r.Clock, r.AppliedTwice)
-		}
-		held = append(held, r.Held)
-	}
-	if held[0] != held[1] {
-		t.Errorf("the nodes hold %v updates", held)
+	if got := awaitDaemons(t, 2, results, errs, set.Iterations); got[0].Held != got[1].Held {
+		t.Errorf("the nodes hold %d and %d updates", got[0].Held, got[1].Held)
 	}
 	least := founder.n.LeastBudget()
 	if b, cuts := founder.n.Budget(), founder.n.Stats().BudgetCuts; b < least || b > 20_000 || cuts == 0 {

@@ -20,26 +20,25 @@ import (
 //     SuspectTicks, at least HeartbeatTicks) and sees every member live:
 //     that update, relayed to every member, is its sign of life, and a mesh
 //     that trains says no hellos, which cost P² deliveries a heartbeat; the
-//     other three quarters of the suspicion timeout cover the relays'
-//     delay. It still says one every RefreshTicks (its
-//     round, addresses and admission reach every member, and a member that
-//     suspected it wrongly hears it again before it would declare it dead),
-//     when its site or addresses change, while an admit it made is being
-//     resent, and as long as it sees a member down (so a member cut off
-//     hears it the moment the link heals).
+//     other three quarters of the suspicion timeout cover the relays' delay.
+//     It still says one every RefreshTicks (its round, addresses and
+//     admission reach every member, and a member that suspected it wrongly
+//     hears it again before it would declare it dead), when its site or
+//     addresses change, while an admit it made is being resent, and as long
+//     as it sees a member down (so a member cut off hears it the moment the
+//     link heals).
 //   - A member is heard only through what the core accepts of it: a valid
 //     announcement, or one of its own updates applied; relayed, such an
 //     update keeps a live member live but brings no suspected one back
-//     (see heardUpdate). Updates it relays,
-//     sync requests, duplicates and refusals are no evidence (a superseded
-//     incarnation's peer still sends them). A live member silent for the
-//     suspicion timeout is suspected
-//     (Suspect: the gate no longer waits for it, it keeps its share of the
-//     step, see scale.go); suspected and silent for the death timeout, it is
-//     declared dead (DeclareDead). The suspicion timeout is SuspectTicks or
-//     ten of the slowest member's rounds, whichever is longer, so a mesh of
-//     slow iterations is not taken for a dead one; the death timeout grows
-//     with it.
+//     (see heardUpdate). Updates it relays, sync requests, duplicates and
+//     refusals are no evidence (a superseded incarnation's peer still
+//     sends them). A live member silent for the suspicion timeout is
+//     suspected (Suspect: the gate no longer waits for it, it keeps its
+//     share of the step, see scale.go); suspected and silent for the death
+//     timeout, it is declared dead (DeclareDead). The suspicion timeout is
+//     SuspectTicks or ten of the slowest member's rounds, whichever is
+//     longer, so a mesh of slow iterations is not taken for a dead one; the
+//     death timeout grows with it.
 //   - A suspected member that is heard again is live again; a dead one only
 //     on a fresh hello (a member cut off long enough to be declared dead
 //     that comes back).

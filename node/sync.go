@@ -246,11 +246,11 @@ type SyncConfig struct {
 	// Defaults 5, 50 and 200.
 	HeartbeatTicks, SuspectTicks, DeadTicks int
 	// RefreshTicks bounds how long a node that skips its hellos (it sent an
-	// update of its own lately and sees every
-	// member live, see liveness.go) goes without one, so that what only
-	// hellos carry (its round, addresses, admission) still reaches every
-	// member, and one that suspected it wrongly hears it again before it
-	// would declare it dead). Default SuspectTicks.
+	// update of its own lately and sees every member live, see
+	// liveness.go) goes without one, so that what only hellos carry (its
+	// round, addresses, admission) still reaches every member, and one that
+	// suspected it wrongly hears it again before it would declare it dead.
+	// Default SuspectTicks.
 	RefreshTicks int
 	// StallTicks is the fewest ticks a node waits at its gate before Tick
 	// sends SyncRequest's requests, and between two sends, AskPeriods
