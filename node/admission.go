@@ -25,6 +25,10 @@ func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 		if n.entryOf[a.Member] != a.Entry && !fromHello {
 			return RejectReadmit
 		}
+		if i := n.info(a.Member); !fromHello && i != nil && (i.extra == nil || i.extra.admit == nil) && n.verifyJoin(a.Member, a.Signer, a.JoinSig) {
+			// Heard of first from its hello: keep the admit to send on.
+			i.more().admit, i.extra.admittedAt = EncodeAnnouncement(a), n.proto.tick
+		}
 		return ""
 	}
 	if !fromHello {
@@ -38,6 +42,9 @@ func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 	n.admit(a.Member, a.Entry, a.Signer)
 	if fromHello {
 		n.info(a.Member).spoke = true
+	} else {
+		x := n.info(a.Member).more()
+		x.admit, x.admittedAt = EncodeAnnouncement(a), n.proto.tick
 	}
 	return ""
 }
@@ -154,8 +161,11 @@ func (n *Node) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error)
 		return Snapshot{}, Admission{}, fmt.Errorf("%w: cannot sign the admission", ErrAdmit)
 	}
 	n.admit(joiner, snap.Clock, n.cfg.ID)
-	n.info(joiner).heard = n.proto.tick
 	data := EncodeAnnouncement(a)
+	i := n.info(joiner)
+	i.heard = n.proto.tick
+	x := i.more()
+	x.admit, x.admittedAt = data, n.proto.tick
 	n.proto.bcast = append(n.proto.bcast, data)
 	n.proto.admits = append(n.proto.admits, recentAdmit{data: data, until: n.proto.tick + admitResends*uint64(n.sc.HeartbeatTicks)})
 	n.rebuildIfChanged()

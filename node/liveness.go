@@ -148,10 +148,16 @@ type memberInfo struct {
 	withholding bool
 }
 
-// memberExtra is what only some members have: who admitted a joiner, and
-// the addresses a member announced (a simulated one announces none).
+// memberExtra is what only some members have: who admitted a joiner and
+// its admit as this node verified it (to send a member that missed it,
+// resendAdmits), and the addresses a member announced (a simulated one
+// announces none).
 type memberExtra struct {
 	admittedBy string
+	// admit is sent again to a member back from a silence that began
+	// before admittedAt, the tick this node took it in.
+	admit      []byte
+	admittedAt uint64
 	addrs      []string
 }
 
@@ -556,6 +562,15 @@ func (n *Node) releaseWithholders() {
 // heard records that member m showed signs of life; a suspected member is
 // live again.
 func (n *Node) heard(m string) {
+	if i := n.info(m); i != nil {
+		n.heardSince(m, i.heard)
+	}
+}
+
+// heardSince is heard for a member last heard at tick since, before this
+// sign of life: a suspected member that comes back is sent the admits of
+// the members taken in since (resendAdmits).
+func (n *Node) heardSince(m string, since uint64) {
 	i := n.info(m)
 	if i == nil || n.MemberOf(nameOf(m)) != m {
 		return
@@ -565,6 +580,7 @@ func (n *Node) heard(m string) {
 		n.PeerUp(m)
 		n.proto.events = append(n.proto.events, Event{Kind: EventBack, Member: m, Clock: i.clock})
 		n.proto.membershipChanged = true
+		n.resendAdmits(m, since)
 	}
 }
 
@@ -771,17 +787,34 @@ func (n *Node) onHello(a Announcement) RejectReason {
 		n.proto.membershipChanged = true
 	}
 	i.seq, i.round, i.clock = a.Seq, a.Round, a.Clock
+	silentSince := i.heard
 	i.heard, i.spoke = n.proto.tick, true
 	// Suspected(a.Member) by slot: a member that has not left (above).
 	switch n.live.at(q) {
 	case liveUnknown:
-		n.heard(a.Member)
+		n.heardSince(a.Member, silentSince)
 	case liveDown:
 		n.PeerUp(a.Member)
 		n.proto.events = append(n.proto.events, Event{Kind: EventBack, Member: a.Member, Clock: a.Clock})
 		n.proto.membershipChanged = true
+		n.resendAdmits(a.Member, silentSince)
 	}
 	return ""
+}
+
+// resendAdmits sends member m, back from a silence that began at tick
+// since, the admits of the members this node took in after it: a joiner
+// admitted while m was cut off, and gone before the link healed, never
+// says hello to m, so without its admit m would refuse the joiner's
+// updates that every other member holds. A member m knows already is no
+// change there (onAdmit).
+func (n *Node) resendAdmits(m string, since uint64) {
+	for q, i := range n.proto.infoAt {
+		if i == nil || i.extra == nil || len(i.extra.admit) == 0 || i.extra.admittedAt < since || n.vc.nameAt(q) == m {
+			continue
+		}
+		n.proto.direct = append(n.proto.direct, Message{To: m, Data: i.extra.admit})
+	}
 }
 
 func (n *Node) onLeave(a Announcement) RejectReason {

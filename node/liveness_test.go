@@ -806,3 +806,43 @@ func TestRelayedUpdateDoesNotBringASuspectBack(t *testing.T) {
 		t.Fatal("c's hello did not bring it back")
 	}
 }
+
+// A member cut off while a joiner is admitted and dies never hears of the
+// joiner from the joiner itself: when it comes back (its fresh hello after
+// being declared dead), the members that hold the joiner's admit send it
+// again, so it takes the joiner's updates that every other member holds.
+func TestComebackLearnsTheJoinersItMissed(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 1000)
+	for range 3 {
+		n.round()
+	}
+	cut := true
+	n.drop = func(from, to string, _ []byte) bool { return cut && (from == "c/1" || to == "c/1") }
+	n.admitThrough("a/1", "d/1", 3)
+	for range 10 {
+		n.round()
+	}
+	held := n.nodes["a/1"].VectorClock().Get("d/1")
+	if held <= n.nodes["a/1"].entryOf["d/1"] {
+		t.Fatalf("a holds d/1 up to %d, its entry: d made no update", held)
+	}
+	n.nodes["d/1"] = nil // d dies while c is away
+	for range 80 {
+		n.round()
+	}
+	if a := n.nodes["a/1"]; a.live.up("c/1") || a.live.up("d/1") {
+		t.Fatalf("a counts c live %v, d live %v: want both dead", a.live.up("c/1"), a.live.up("d/1"))
+	}
+	cut = false
+	for range 150 {
+		n.round()
+	}
+	c := n.nodes["c/1"]
+	if !c.isMember("d/1") {
+		t.Fatal("c never learned of d/1")
+	}
+	if got := c.VectorClock().Get("d/1"); got != held {
+		t.Fatalf("c holds d/1 up to %d, the others %d", got, held)
+	}
+}
