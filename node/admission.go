@@ -45,6 +45,7 @@ func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 	} else {
 		x := n.info(a.Member).more()
 		x.admit, x.admittedAt = EncodeAnnouncement(a), n.proto.tick
+		n.forwardAdmit(a.Member, a.Entry, x.admit)
 	}
 	return ""
 }

@@ -809,11 +809,26 @@ func (n *Node) onHello(a Announcement) RejectReason {
 // updates that every other member holds. A member m knows already is no
 // change there (onAdmit).
 func (n *Node) resendAdmits(m string, since uint64) {
+	// An admit taken in a little before m fell silent may have been on
+	// its way to m when the link went: a suspicion timeout earlier.
+	since -= min(since, uint64(n.sc.SuspectTicks))
 	for q, i := range n.proto.infoAt {
 		if i == nil || i.extra == nil || len(i.extra.admit) == 0 || i.extra.admittedAt < since || n.vc.nameAt(q) == m {
 			continue
 		}
 		n.proto.direct = append(n.proto.direct, Message{To: m, Data: i.extra.admit})
+	}
+}
+
+// forwardAdmit sends the admit of member k, which this node has just
+// taken in, to the joiners this node admitted since k's entry: their
+// snapshots came from this node when it did not know k yet (its admit
+// was cut off on its way here), and k, gone, may never say hello to them.
+func (n *Node) forwardAdmit(k string, entry uint64, admit []byte) {
+	for _, m := range n.members {
+		if i := n.info(m); i != nil && m != k && i.admittedBy() == n.cfg.ID && n.entryOf[m] >= entry {
+			n.proto.direct = append(n.proto.direct, Message{To: m, Data: admit})
+		}
 	}
 }
 

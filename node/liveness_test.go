@@ -846,3 +846,29 @@ func TestComebackLearnsTheJoinersItMissed(t *testing.T) {
 		t.Fatalf("c holds d/1 up to %d, the others %d", got, held)
 	}
 }
+
+// A member that admits a joiner before an earlier admit reaches it (lost,
+// or cut off by a split) gave the joiner a snapshot without that member:
+// when the admit does arrive, it forwards it to the joiner.
+func TestLateAdmitForwardedToTheJoinersAdmittedSince(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 1000)
+	for range 2 {
+		n.round()
+	}
+	n.drop = func(from, to string, _ []byte) bool { return to == "b/1" || (from == "d/1" && to == "e/1") }
+	n.admitThrough("a/1", "d/1", 3)
+	if n.nodes["b/1"].isMember("d/1") {
+		t.Fatal("b learned d/1 although everything to it was lost")
+	}
+	n.drop = func(from, to string, _ []byte) bool { return from == "d/1" && to == "e/1" }
+	e, _ := n.admitThrough("b/1", "e/1", 0)
+	if e.isMember("d/1") {
+		t.Fatal("e's snapshot came from b, which did not know d/1")
+	}
+	n.nodes["b/1"].Receive("a/1", n.nodes["a/1"].info("d/1").extra.admit)
+	n.flush()
+	if !e.isMember("d/1") {
+		t.Fatal("b did not forward d/1's admit to e, which it admitted without it")
+	}
+}

@@ -500,12 +500,13 @@ func TestSimStress(t *testing.T) {
 		// stress-7 failed on every seed: nodes 0-3, killed at 3 and
 		// restarted at 10, never learned that the joiner admitted at 4 and
 		// killed at 7 was a member, and lacked its updates that every other
-		// node held. Members now send a member back from a silence the
-		// admits they took in meanwhile (node.Node.resendAdmits). Seed 6
-		// still fails: the joiner admitted at 7 takes a snapshot that lacks
-		// the dead joiner, and nobody sends it that admit. (It also stalled
-		// at seeds 14 and 34 when a member joined from a donor whose rows
-		// were behind an earlier joiner's entry clock.)
+		// node held; and a joiner admitted during the split took a snapshot
+		// without that joiner. Members now send a member back from a
+		// silence the admits they took in meanwhile, and forward a late
+		// admit to the joiners they admitted since (node.Node.resendAdmits,
+		// forwardAdmit). (It also stalled at seeds 14 and 34 when a member
+		// joined from a donor whose rows were behind an earlier joiner's
+		// entry clock.)
 		{16, "at 0: reorder 0.05\nat 3: kill 25%\nat 4: join 4\nat 6: partition 0%-50% | 50%-100%\nat 7: join\nat 7: kill 16\nat 9: heal\nat 10: restart 25%\nat 12: join 2"},
 	}
 	networks := []string{"lan", "geo3,loss=0.01", "geo3,jitter=5ms", "latency=20ms,bandwidth=10Mbit,jitter=2ms,reorder=0.05"}
