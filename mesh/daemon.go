@@ -563,18 +563,6 @@ func (a *Daemon) train() error {
 	if a.n.MidExchange() {
 		return nil
 	}
-	now := time.Now()
-	if !a.lastExchange.IsZero() {
-		a.exchangePeriod = ewma(a.exchangePeriod, now.Sub(a.lastExchange))
-	}
-	a.lastExchange = now
-	sent := a.n.Stats().FrameBytes
-	if a.frameBytes == 0 {
-		a.frameBytes = float64(sent - a.framesBefore)
-	} else {
-		a.frameBytes = (9*a.frameBytes + float64(sent-a.framesBefore)) / 10
-	}
-	a.framesBefore = sent
 	a.followLinks()
 	steps := a.n.Steps()
 	from := a.exchangeStart
@@ -588,14 +576,20 @@ func (a *Daemon) train() error {
 	return nil
 }
 
-// followLinks sets the core's frame budget and the pace of its answers
-// from the throughput measured on the links to its next hops
-// (DaemonConfig.BudgetFromLinks).
+// followLinks, at the end of an exchange, sets the core's frame budget
+// and the pace of its answers from the throughput measured on the links to
+// its next hops (DaemonConfig.BudgetFromLinks).
 func (a *Daemon) followLinks() {
 	meter, ok := a.net.(interface{ LinkRate(peer.ID) float64 })
 	if !a.cfg.BudgetFromLinks || !ok {
 		return
 	}
+	now, sent := time.Now(), a.n.Stats().FrameBytes
+	if !a.lastExchange.IsZero() {
+		a.exchangePeriod = ewma(a.exchangePeriod, now.Sub(a.lastExchange))
+	}
+	a.frameBytes = ewma(a.frameBytes, float64(sent-a.framesBefore))
+	a.lastExchange, a.framesBefore = now, sent
 	hops := a.n.Relays(a.self)
 	slowest, roundTrip := 0.0, time.Duration(0)
 	for _, hop := range hops {
@@ -655,7 +649,7 @@ func (a *Daemon) evaluate() {
 
 // ewma folds sample into a running mean (a tenth of its weight), the first
 // sample taken as it is.
-func ewma(mean, sample time.Duration) time.Duration {
+func ewma[T time.Duration | float64](mean, sample T) T {
 	if mean == 0 {
 		return sample
 	}
