@@ -25,9 +25,10 @@ func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 		if n.entryOf[a.Member] != a.Entry && !fromHello {
 			return RejectReadmit
 		}
-		if i := n.info(a.Member); !fromHello && i != nil && (i.extra == nil || i.extra.admit == nil) && n.verifyJoin(a.Member, a.Signer, a.JoinSig) {
+		if q := n.vc.slot(a.Member); !fromHello && n.infoAt(q) != nil && (n.extraAt(q) == nil || n.extraAt(q).admit == nil) && n.verifyJoin(a.Member, a.Signer, a.JoinSig) {
 			// Heard of first from its hello: keep the admit to send on.
-			i.more().admit, i.extra.admittedAt = EncodeAnnouncement(a), n.proto.tick
+			x := n.moreAt(q)
+			x.admit, x.admittedAt = EncodeAnnouncement(a), n.proto.tick
 		}
 		return ""
 	}
@@ -43,7 +44,7 @@ func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 	if fromHello {
 		n.info(a.Member).spoke = true
 	} else {
-		x := n.info(a.Member).more()
+		x := n.moreAt(n.vc.slot(a.Member))
 		x.admit, x.admittedAt = EncodeAnnouncement(a), n.proto.tick
 		n.forwardAdmit(a.Member, a.Entry, x.admit)
 	}
@@ -66,7 +67,7 @@ func (n *Node) verifyJoin(joiner, donor string, sig []byte) bool {
 func (n *Node) silentAdmits(signer string) int {
 	k := 0
 	for _, m := range n.members {
-		if i := n.info(m); i != nil && i.admittedBy() == signer && !i.spoke {
+		if i := n.info(m); i != nil && n.admittedBy(m) == signer && !i.spoke {
 			k++
 		}
 	}
@@ -92,8 +93,8 @@ func (n *Node) canAdmit(signer string, entry uint64) bool {
 func (n *Node) admit(member string, entry uint64, by string) {
 	n.AddMember(member, entry)
 	n.trackMember(member)
-	if i := n.info(member); by != "" || i.extra != nil {
-		i.more().admittedBy = by
+	if q := n.vc.slot(member); by != "" || n.extraAt(q) != nil {
+		n.moreAt(q).admittedBy = by
 	}
 	n.supersede(member)
 	n.proto.events = append(n.proto.events, Event{Kind: EventJoined, Member: member, Clock: entry, By: by})
@@ -163,9 +164,8 @@ func (n *Node) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error)
 	}
 	n.admit(joiner, snap.Clock, n.cfg.ID)
 	data := EncodeAnnouncement(a)
-	i := n.info(joiner)
-	i.heard = n.proto.tick
-	x := i.more()
+	n.info(joiner).heard = n.proto.tick
+	x := n.moreAt(n.vc.slot(joiner))
 	x.admit, x.admittedAt = data, n.proto.tick
 	n.proto.bcast = append(n.proto.bcast, data)
 	n.proto.admits = append(n.proto.admits, recentAdmit{data: data, until: n.proto.tick + admitResends*uint64(n.sc.HeartbeatTicks)})

@@ -366,10 +366,10 @@ func (n *Node) followSide() string {
 			if next == "" || next == m {
 				continue
 			}
-			if i := n.info(next); i != nil && n.live.up(i.admittedBy()) && n.otherSide(i.admittedBy()) {
+			if i, who := n.info(next), n.admittedBy(next); i != nil && n.live.up(who) && n.otherSide(who) {
 				ownSide = min(ownSide, m)
 				if by == "" {
-					by = i.admittedBy()
+					by = who
 				}
 			}
 		}

@@ -39,6 +39,9 @@ type SlotTable struct {
 	// its slots (see startLists).
 	start      []string
 	startSlots []int
+	// cards are the members' cards of the cores on this table (see
+	// memberstate.go).
+	cards cardTable
 }
 
 // startLists returns a member list equal to members, sorted, and its

@@ -127,27 +127,6 @@ const (
 	DefaultDeadTicks      = 200
 )
 
-// memberInfo is what the protocol knows of one member. A simulated core
-// holds one per member, so what few members have is kept apart (extra) and
-// the flags come last, together: 80 bytes (128 with each flag after a word
-// and the rare fields inline).
-type memberInfo struct {
-	heard uint64 // tick last heard
-	// blockedSince is the tick since which the member has held the gate
-	// with its entry at withheld; withholding is set once it is suspected
-	// for that, until its entry passes withheld.
-	blockedSince, withheld uint64
-	seq                    uint64 // last hello sequence number
-	round                  uint64 // milliticks per iteration, from its hellos
-	clock                  uint64 // last announced clock
-	site                   string // last announced site label
-	extra                  *memberExtra
-	// spoke is set once the member itself was heard (a hello or a direct
-	// message).
-	spoke       bool
-	withholding bool
-}
-
 // memberExtra is what only some members have: who admitted a joiner and
 // its admit as this node verified it (to send a member that missed it,
 // resendAdmits), and the addresses a member announced (a simulated one
@@ -161,37 +140,17 @@ type memberExtra struct {
 	addrs      []string
 }
 
-// admittedBy is who admitted the member ("" for one this node started with).
-func (i *memberInfo) admittedBy() string {
-	if i.extra == nil {
-		return ""
-	}
-	return i.extra.admittedBy
-}
-
-// addrs are the addresses the member last announced.
-func (i *memberInfo) addrs() []string {
-	if i.extra == nil {
-		return nil
-	}
-	return i.extra.addrs
-}
-
-// more returns i's extra record, made on first use.
-func (i *memberInfo) more() *memberExtra {
-	if i.extra == nil {
-		i.extra = new(memberExtra)
-	}
-	return i.extra
-}
-
 // protocol is the membership state of a node.
 type protocol struct {
 	tick uint64
-	// infoAt[q] is the record of the member of vector clock slot q (nil
-	// for none); Node.info finds it by id. A map by id beside it cost
-	// each simulated core about 40 bytes per member.
-	infoAt []*memberInfo
+	// states[q] is the record of the member of vector clock slot q (not
+	// tracked for none); Node.info finds it by id. A map by id beside it
+	// cost each simulated core about 40 bytes per member. extras are the
+	// extra records, sorted by slot, and blocked the ticks since which
+	// members hold the gate back (see memberstate.go).
+	states  []memberState
+	extras  []slotExtra
+	blocked map[int]uint64
 	// peers[i] is the highest incarnation admitted on the peer name of
 	// slot i of the vector clock's table, if peerKnown[i]: a map by name
 	// cost each simulated core about 40 bytes per member.
@@ -245,7 +204,7 @@ type protocol struct {
 	overlayKeyStale bool
 	overlayDirty    []string
 	// withholders counts the members suspected of withholding
-	// (memberInfo.withholding).
+	// (memberState.withholding).
 	withholders int
 	// rejoin is the member this node must rejoin through (catchup.go).
 	rejoin string
@@ -265,37 +224,13 @@ type recentAdmit struct {
 const admitResends = 3
 
 func (n *Node) initProtocol() {
-	n.proto.infoAt = make([]*memberInfo, 0, len(n.members))
+	n.proto.states = make([]memberState, 0, len(n.members))
 	n.proto.withholders = 0
 	n.proto.peers = make([]uint64, 0, len(n.members))
 	n.proto.peerKnown = make([]bool, 0, len(n.members))
 	for _, m := range n.members {
 		n.trackMember(m)
 	}
-}
-
-// trackMember records a member the core now has in its list.
-func (n *Node) trackMember(m string) {
-	q := n.vc.intern(m)
-	n.proto.infoAt = reach(n.proto.infoAt, q)
-	if n.proto.infoAt[q] == nil {
-		n.proto.infoAt[q] = &memberInfo{heard: n.proto.tick}
-	}
-	name, inc := SplitMember(m)
-	if cur, ok := n.peerInc(name); !ok || inc > cur {
-		n.setPeerInc(name, inc)
-	}
-}
-
-// info returns member m's record, or nil when m is not tracked.
-func (n *Node) info(m string) *memberInfo { return n.infoAt(n.vc.slot(m)) }
-
-// infoAt is info by vector clock slot.
-func (n *Node) infoAt(q int) *memberInfo {
-	if q >= 0 && q < len(n.proto.infoAt) {
-		return n.proto.infoAt[q]
-	}
-	return nil
 }
 
 // Tick advances the core's time by one tick: hellos, failure detection,
@@ -355,13 +290,16 @@ func (n *Node) SetSite(label string) error {
 func (n *Node) Sites() map[string]string {
 	// Sized at once: a core rebuilds its overlay from this on each first
 	// hello, P times over P members while a mesh starts.
-	sites := make(map[string]string, len(n.proto.infoAt)+1)
+	sites := make(map[string]string, len(n.proto.states)+1)
 	if n.proto.site != "" {
 		sites[n.cfg.ID] = n.proto.site
 	}
-	for q, i := range n.proto.infoAt {
-		if m := n.vc.nameAt(q); i != nil && i.site != "" && m != n.cfg.ID {
-			sites[m] = i.site
+	for q := range n.proto.states {
+		i := &n.proto.states[q]
+		if m := n.vc.nameAt(q); i.tracked && m != n.cfg.ID {
+			if site := n.cardOf(i).site; site != "" {
+				sites[m] = site
+			}
 		}
 	}
 	return sites
@@ -377,8 +315,8 @@ func (n *Node) SetAddrs(addrs []string) {
 
 // Addrs returns the addresses member last announced.
 func (n *Node) Addrs(member string) []string {
-	if i := n.info(member); i != nil {
-		return slices.Clone(i.addrs())
+	if x := n.extraOf(member); x != nil && n.info(member) != nil {
+		return slices.Clone(x.addrs)
 	}
 	return nil
 }
@@ -428,7 +366,7 @@ func (n *Node) suspectAfter() uint64 {
 	slowest := n.proto.round
 	for _, q := range n.liveSlots {
 		if i := n.infoAt(q); i != nil {
-			slowest = max(slowest, i.round)
+			slowest = max(slowest, n.cardOf(i).round)
 		}
 	}
 	return max(uint64(n.sc.SuspectTicks), 10*slowest/1000)
@@ -461,7 +399,7 @@ func (n *Node) detect() {
 		live := state == liveUp
 		if !live {
 			// Its hold on the gate counts from when it is live again.
-			i.blockedSince = 0
+			n.setBlockedSince(q, 0)
 		}
 		if silent < suspect && silent < dead {
 			// Heard from lately, the usual case: of the cases below only
@@ -509,8 +447,7 @@ func (n *Node) detect() {
 // configured members or its snapshot's): those may have sent updates
 // before this node heard them.
 func (n *Node) foundedWith(m string) bool {
-	i := n.info(m)
-	return i != nil && i.admittedBy() == ""
+	return n.info(m) != nil && n.admittedBy(m) == ""
 }
 
 // detectWithholding suspects a live member whose updates this node's gate
@@ -521,21 +458,24 @@ func (n *Node) foundedWith(m string) bool {
 // timeout (stretched with the slowest round), and one held back itself is
 // suspected only once nothing has moved for that long. It stays suspected
 // until one of its missing updates arrives.
-func (n *Node) detectWithholding(m string, q int, i *memberInfo, after uint64) {
+func (n *Node) detectWithholding(m string, q int, i *memberState, after uint64) {
 	p := &n.proto
 	need, have := n.syncNeed(), n.vc.getAt(q)
 	if need == 0 || have >= need || have != i.withheld {
-		i.blockedSince, i.withheld = 0, have
+		n.setBlockedSince(q, 0)
+		i.withheld = have
 		return
 	}
-	if i.blockedSince == 0 {
-		i.blockedSince = p.tick
+	since := n.blockedSince(q)
+	if since == 0 {
+		n.setBlockedSince(q, p.tick)
 		return
 	}
-	if p.tick-i.blockedSince < after {
+	if p.tick-since < after {
 		return
 	}
-	i.blockedSince, i.withheld, i.withholding = 0, have, true
+	n.setBlockedSince(q, 0)
+	i.withheld, i.withholding = have, true
 	n.proto.withholders++
 	n.Suspect(m)
 	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})
@@ -774,19 +714,20 @@ func (n *Node) onHello(a Announcement) RejectReason {
 	if i == nil {
 		return RejectNotAdmitted // a member whose record is not kept yet
 	}
-	if a.Seq <= i.seq {
+	card := n.cardOf(i)
+	if a.Seq <= card.seq {
 		return RejectStaleHello
 	}
-	if !slices.Equal(i.addrs(), a.Addrs) {
-		i.more().addrs = slices.Clone(a.Addrs)
+	if x := n.extraAt(q); (x == nil && len(a.Addrs) > 0) || (x != nil && !slices.Equal(x.addrs, a.Addrs)) {
+		n.moreAt(q).addrs = slices.Clone(a.Addrs)
 		n.proto.events = append(n.proto.events, Event{Kind: EventAddrs, Member: a.Member})
 	}
-	if i.site != a.Site {
-		n.relabel(a.Member, i.site, a.Site)
-		i.site = a.Site
+	if card.site != a.Site {
+		n.relabel(a.Member, card.site, a.Site)
 		n.proto.membershipChanged = true
 	}
-	i.seq, i.round, i.clock = a.Seq, a.Round, a.Clock
+	n.setCard(i, memberCard{seq: a.Seq, round: a.Round, site: a.Site})
+	i.clock = a.Clock
 	silentSince := i.heard
 	i.heard, i.spoke = n.proto.tick, true
 	// Suspected(a.Member) by slot: a member that has not left (above).
@@ -812,11 +753,12 @@ func (n *Node) resendAdmits(m string, since uint64) {
 	// An admit taken in a little before m fell silent may have been on
 	// its way to m when the link went: a suspicion timeout earlier.
 	since -= min(since, uint64(n.sc.SuspectTicks))
-	for q, i := range n.proto.infoAt {
-		if i == nil || i.extra == nil || len(i.extra.admit) == 0 || i.extra.admittedAt < since || n.vc.nameAt(q) == m {
+	for _, e := range n.proto.extras {
+		x := e.extra
+		if n.infoAt(e.slot) == nil || len(x.admit) == 0 || x.admittedAt < since || n.vc.nameAt(e.slot) == m {
 			continue
 		}
-		n.proto.direct = append(n.proto.direct, Message{To: m, Data: i.extra.admit})
+		n.proto.direct = append(n.proto.direct, Message{To: m, Data: x.admit})
 	}
 }
 
@@ -826,7 +768,7 @@ func (n *Node) resendAdmits(m string, since uint64) {
 // was cut off on its way here), and k, gone, may never say hello to them.
 func (n *Node) forwardAdmit(k string, entry uint64, admit []byte) {
 	for _, m := range n.members {
-		if i := n.info(m); i != nil && m != k && i.admittedBy() == n.cfg.ID && n.entryOf[m] >= entry {
+		if i := n.info(m); i != nil && m != k && n.admittedBy(m) == n.cfg.ID && n.entryOf[m] >= entry {
 			n.proto.direct = append(n.proto.direct, Message{To: m, Data: admit})
 		}
 	}
@@ -985,7 +927,7 @@ func (n *Node) siteOf(m string) string {
 		return n.proto.site
 	}
 	if i := n.info(m); i != nil {
-		return i.site
+		return n.cardOf(i).site
 	}
 	return ""
 }

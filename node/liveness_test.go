@@ -866,7 +866,7 @@ func TestLateAdmitForwardedToTheJoinersAdmittedSince(t *testing.T) {
 	if e.isMember("d/1") {
 		t.Fatal("e's snapshot came from b, which did not know d/1")
 	}
-	n.nodes["b/1"].Receive("a/1", n.nodes["a/1"].info("d/1").extra.admit)
+	n.nodes["b/1"].Receive("a/1", n.nodes["a/1"].extraOf("d/1").admit)
 	n.flush()
 	if !e.isMember("d/1") {
 		t.Fatal("b did not forward d/1's admit to e, which it admitted without it")

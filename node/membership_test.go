@@ -462,8 +462,8 @@ func TestMemberSlotsFollowTheMembers(t *testing.T) {
 	seen := map[int]bool{}
 	for k, m := range n.members {
 		q := n.memberSlots[k]
-		if seen[q] || n.vc.slot(m) != q || n.memberSlot(m) != q || n.proto.infoAt[q] != n.info(m) || n.info(m) == nil {
-			t.Fatalf("member %s: slot %d, clock's %d, index %d, info by slot %p by id %p", m, q, n.vc.slot(m), n.memberSlot(m), n.proto.infoAt[q], n.info(m))
+		if seen[q] || n.vc.slot(m) != q || n.memberSlot(m) != q || n.infoAt(q) != n.info(m) || n.info(m) == nil {
+			t.Fatalf("member %s: slot %d, clock's %d, index %d, info by slot %p by id %p", m, q, n.vc.slot(m), n.memberSlot(m), n.infoAt(q), n.info(m))
 		}
 		seen[q] = true
 	}

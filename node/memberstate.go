@@ -1,0 +1,211 @@
+package node
+
+import "slices"
+
+// What a core keeps of each member for the membership protocol.
+//
+// A simulated core holds a record for every member, P² records in all,
+// and they were the largest share of its heap that grows with P (88 bytes
+// a member and core, each a heap object the collector scanned). The
+// record is split by how it changes:
+//
+//   - memberState, what moves with the core's own time (when it last heard
+//     the member, the highest clock it knows of it): written on every
+//     update the core applies, so it stays the core's own, kept dense by
+//     slot and without pointers (32 bytes);
+//   - memberCard, what the member's last hello said (its sequence number,
+//     round and site label): the same in every core that took the same
+//     hello, so the cores on one slot table share one copy of each card
+//     (SlotTable.cards), found by content when a hello changes it, and a
+//     core holds only its index;
+//   - memberExtra, what few members have (who admitted a joiner, its
+//     admit, the addresses a member announced): the core's own, in a
+//     list sorted by slot;
+//   - the tick since which a member has held the gate with its entry
+//     unchanged, in a map, since it is set only while that lasts.
+//
+// A core that has its own slot table (a daemon's) has its own cards; the
+// protocol reads and writes the same values either way.
+
+// memberState is what the protocol knows of one member that changes with
+// the core's own time.
+type memberState struct {
+	heard uint64 // tick last heard
+	clock uint64 // last announced clock
+	// withheld is the member's entry when the gate last found it holding
+	// the gate back (see detectWithholding).
+	withheld uint64
+	// card is the index of the member's card in the slot table's cards.
+	card uint32
+	// tracked is set for a member the core keeps a record of.
+	tracked bool
+	// spoke is set once the member itself was heard (a hello or a direct
+	// message).
+	spoke bool
+	// withholding is set once the member is suspected for holding the
+	// gate back, until its entry passes withheld.
+	withholding bool
+}
+
+// memberCard is what a member's last hello said.
+type memberCard struct {
+	seq   uint64 // last hello sequence number
+	round uint64 // milliticks per iteration
+	site  string // last announced site label
+}
+
+// sharedCard is a card of a slot table and how many member records of its
+// cores hold it.
+type sharedCard struct {
+	memberCard
+	refs int
+}
+
+// cardTable holds the distinct cards the cores on one slot table hold:
+// card 0 is the zero card, every record's at its start, and is never
+// dropped; any other is dropped when no record holds it any more, so a
+// long run keeps the cards of the last hellos, not of all of them.
+type cardTable struct {
+	cards []sharedCard
+	index map[memberCard]uint32
+	free  []uint32
+}
+
+// card returns card i.
+func (t *cardTable) card(i uint32) memberCard {
+	if i == 0 {
+		return memberCard{}
+	}
+	return t.cards[i].memberCard
+}
+
+// swap returns the index of card c for a record that held card old, which
+// it no longer holds: c's card when some record holds it already, a new
+// one otherwise.
+func (t *cardTable) swap(old uint32, c memberCard) uint32 {
+	if old != 0 {
+		if t.cards[old].memberCard == c {
+			return old
+		}
+		if t.cards[old].refs--; t.cards[old].refs == 0 {
+			delete(t.index, t.cards[old].memberCard)
+			t.cards[old] = sharedCard{}
+			t.free = append(t.free, old)
+		}
+	}
+	if c == (memberCard{}) {
+		return 0
+	}
+	if i, ok := t.index[c]; ok {
+		t.cards[i].refs++
+		return i
+	}
+	if t.index == nil {
+		t.index = map[memberCard]uint32{}
+		t.cards = append(t.cards, sharedCard{}) // card 0, never stored here
+	}
+	var i uint32
+	if k := len(t.free); k > 0 {
+		i, t.free = t.free[k-1], t.free[:k-1]
+	} else {
+		i = uint32(len(t.cards))
+		t.cards = append(t.cards, sharedCard{})
+	}
+	t.cards[i] = sharedCard{memberCard: c, refs: 1}
+	t.index[c] = i
+	return i
+}
+
+// slotExtra is the extra record of the member of vector clock slot slot.
+type slotExtra struct {
+	slot  int
+	extra *memberExtra
+}
+
+// trackMember records a member the core now has in its list.
+func (n *Node) trackMember(m string) {
+	q := n.vc.intern(m)
+	n.proto.states = reach(n.proto.states, q)
+	if s := &n.proto.states[q]; !s.tracked {
+		*s = memberState{heard: n.proto.tick, tracked: true}
+	}
+	name, inc := SplitMember(m)
+	if cur, ok := n.peerInc(name); !ok || inc > cur {
+		n.setPeerInc(name, inc)
+	}
+}
+
+// info returns member m's record, or nil when m is not tracked. The
+// pointer is valid until the next member is tracked.
+func (n *Node) info(m string) *memberState { return n.infoAt(n.vc.slot(m)) }
+
+// infoAt is info by vector clock slot.
+func (n *Node) infoAt(q int) *memberState {
+	if q >= 0 && q < len(n.proto.states) && n.proto.states[q].tracked {
+		return &n.proto.states[q]
+	}
+	return nil
+}
+
+// cardOf returns the card of record i.
+func (n *Node) cardOf(i *memberState) memberCard { return n.vc.table.cards.card(i.card) }
+
+// setCard makes c record i's card.
+func (n *Node) setCard(i *memberState, c memberCard) { i.card = n.vc.table.cards.swap(i.card, c) }
+
+// extraAt returns the extra record of the member of slot q, or nil.
+func (n *Node) extraAt(q int) *memberExtra {
+	if j, ok := n.extraIndex(q); ok {
+		return n.proto.extras[j].extra
+	}
+	return nil
+}
+
+// extraOf is extraAt by member id.
+func (n *Node) extraOf(m string) *memberExtra { return n.extraAt(n.vc.slot(m)) }
+
+// moreAt returns the extra record of the member of slot q, made on first
+// use.
+func (n *Node) moreAt(q int) *memberExtra {
+	j, ok := n.extraIndex(q)
+	if !ok {
+		n.proto.extras = slices.Insert(n.proto.extras, j, slotExtra{slot: q, extra: new(memberExtra)})
+	}
+	return n.proto.extras[j].extra
+}
+
+// extraIndex finds slot q in the extra records.
+func (n *Node) extraIndex(q int) (int, bool) {
+	return slices.BinarySearchFunc(n.proto.extras, q, func(e slotExtra, q int) int { return e.slot - q })
+}
+
+// admittedBy is who admitted member m ("" for one this node started with,
+// or does not know).
+func (n *Node) admittedBy(m string) string {
+	if x := n.extraOf(m); x != nil {
+		return x.admittedBy
+	}
+	return ""
+}
+
+// blockedSince is the tick since which the member of slot q has held the
+// gate with its entry at its record's withheld, or 0.
+func (n *Node) blockedSince(q int) uint64 {
+	if len(n.proto.blocked) == 0 {
+		return 0
+	}
+	return n.proto.blocked[q]
+}
+
+// setBlockedSince sets blockedSince of slot q to t.
+func (n *Node) setBlockedSince(q int, t uint64) {
+	switch {
+	case t != 0:
+		if n.proto.blocked == nil {
+			n.proto.blocked = map[int]uint64{}
+		}
+		n.proto.blocked[q] = t
+	case len(n.proto.blocked) > 0:
+		delete(n.proto.blocked, q)
+	}
+}

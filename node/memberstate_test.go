@@ -1,0 +1,79 @@
+package node
+
+import "testing"
+
+// Cores on one slot table share a member's card while they took the same
+// hello, and a core that takes a newer one changes its own card only: the
+// other cores still read the old hello's sequence, round and site, and the
+// old card is dropped once no core holds it.
+func TestSharedCardsCopiedOnChange(t *testing.T) {
+	table := NewSlotTable(4)
+	cl := newClusterWith(t, 3, 1, 5, "raw", 1, func(c *Config) { c.Slots = table })
+	a, b := cl.nodes["node-00"], cl.nodes["node-01"]
+	hello := func(seq, round uint64, site string) []byte {
+		return EncodeAnnouncement(Announcement{Kind: KindHello, Member: "node-02", Signer: "node-02", Seq: seq, Round: round, Site: site})
+	}
+	card := func(n *Node) memberCard { return n.cardOf(n.info("node-02")) }
+
+	first := hello(1, 4000, "eu")
+	a.Receive("node-02", first)
+	b.Receive("node-02", first)
+	want := memberCard{seq: 1, round: 4000, site: "eu"}
+	if card(a) != want || card(b) != want {
+		t.Fatalf("after the first hello: %+v and %+v, want %+v", card(a), card(b), want)
+	}
+	if a.info("node-02").card != b.info("node-02").card {
+		t.Fatal("two cores that took the same hello hold two cards")
+	}
+	old := a.info("node-02").card
+
+	a.Receive("node-02", hello(2, 9000, "us"))
+	if got := (memberCard{seq: 2, round: 9000, site: "us"}); card(a) != got {
+		t.Fatalf("the core that took the second hello reads %+v, want %+v", card(a), got)
+	}
+	if card(b) != want || b.info("node-02").card != old {
+		t.Fatalf("a change by one core reached another: it reads %+v, want %+v", card(b), want)
+	}
+	if a.siteOf("node-02") != "us" || b.siteOf("node-02") != "eu" {
+		t.Fatalf("sites %q and %q, want us and eu", a.siteOf("node-02"), b.siteOf("node-02"))
+	}
+	// A hello older than the core's card is stale for it, not for a core
+	// that has not taken the newer one.
+	if r := a.step(Announcement{Kind: KindHello, Member: "node-02", Signer: "node-02", Seq: 1, Round: 4000, Site: "eu"}); r != RejectStaleHello {
+		t.Fatalf("an older hello: %q, want %q", r, RejectStaleHello)
+	}
+
+	b.Receive("node-02", hello(2, 9000, "us"))
+	if a.info("node-02").card != b.info("node-02").card {
+		t.Fatal("the cores took the same second hello but hold two cards")
+	}
+	if _, ok := table.cards.index[want]; ok {
+		t.Fatal("the first hello's card is kept after no core holds it")
+	}
+}
+
+// The card table counts who holds a card: a card is found by content, kept
+// while some record holds it, and its index reused once none does; the
+// zero card is never stored.
+func TestCardTable(t *testing.T) {
+	var ct cardTable
+	c1, c2 := memberCard{seq: 1, site: "x"}, memberCard{seq: 2}
+	i := ct.swap(0, c1)
+	j := ct.swap(0, c1)
+	if i == 0 || i != j || ct.cards[i].refs != 2 {
+		t.Fatalf("one card twice: %d and %d, %d refs", i, j, ct.cards[i].refs)
+	}
+	k := ct.swap(i, c2)
+	if ct.card(k) != c2 || ct.card(j) != c1 || ct.cards[i].refs != 1 {
+		t.Fatalf("after one holder moved: %+v and %+v, %d refs", ct.card(k), ct.card(j), ct.cards[i].refs)
+	}
+	if z := ct.swap(j, memberCard{}); z != 0 || ct.card(z) != (memberCard{}) {
+		t.Fatalf("the zero card is %d", z)
+	}
+	if _, ok := ct.index[c1]; ok || len(ct.free) != 1 {
+		t.Fatalf("a card no record holds is kept (%d free)", len(ct.free))
+	}
+	if r := ct.swap(0, memberCard{seq: 3}); r != i {
+		t.Fatalf("a new card took index %d, not the free %d", r, i)
+	}
+}
