@@ -146,11 +146,9 @@ type protocol struct {
 	// states[q] is the record of the member of vector clock slot q (not
 	// tracked for none); Node.info finds it by id. A map by id beside it
 	// cost each simulated core about 40 bytes per member. extras are the
-	// extra records, sorted by slot, and blocked the ticks since which
-	// members hold the gate back (see memberstate.go).
-	states  []memberState
-	extras  []slotExtra
-	blocked map[int]uint64
+	// extra records, sorted by slot (see memberstate.go).
+	states []memberState
+	extras []slotExtra
 	// peers[i] is the highest incarnation admitted on the peer name of
 	// slot i of the vector clock's table, if peerKnown[i]: a map by name
 	// cost each simulated core about 40 bytes per member.
@@ -399,7 +397,7 @@ func (n *Node) detect() {
 		live := state == liveUp
 		if !live {
 			// Its hold on the gate counts from when it is live again.
-			n.setBlockedSince(q, 0)
+			i.blockedSince = 0
 		}
 		if silent < suspect && silent < dead {
 			// Heard from lately, the usual case: of the cases below only
@@ -462,20 +460,17 @@ func (n *Node) detectWithholding(m string, q int, i *memberState, after uint64) 
 	p := &n.proto
 	need, have := n.syncNeed(), n.vc.getAt(q)
 	if need == 0 || have >= need || have != i.withheld {
-		n.setBlockedSince(q, 0)
-		i.withheld = have
+		i.blockedSince, i.withheld = 0, have
 		return
 	}
-	since := n.blockedSince(q)
-	if since == 0 {
-		n.setBlockedSince(q, p.tick)
+	if i.blockedSince == 0 {
+		i.blockedSince = p.tick
 		return
 	}
-	if p.tick-since < after {
+	if p.tick-i.blockedSince < after {
 		return
 	}
-	n.setBlockedSince(q, 0)
-	i.withheld, i.withholding = have, true
+	i.blockedSince, i.withheld, i.withholding = 0, have, true
 	n.proto.withholders++
 	n.Suspect(m)
 	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})

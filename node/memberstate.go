@@ -12,7 +12,7 @@ import "slices"
 //   - memberState, what moves with the core's own time (when it last heard
 //     the member, the highest clock it knows of it): written on every
 //     update the core applies, so it stays the core's own, kept dense by
-//     slot and without pointers (32 bytes);
+//     slot and without pointers (40 bytes);
 //   - memberCard, what the member's last hello said (its sequence number,
 //     round and site label): the same in every core that took the same
 //     hello, so the cores on one slot table share one copy of each card
@@ -20,9 +20,7 @@ import "slices"
 //     core holds only its index;
 //   - memberExtra, what few members have (who admitted a joiner, its
 //     admit, the addresses a member announced): the core's own, in a
-//     list sorted by slot;
-//   - the tick since which a member has held the gate with its entry
-//     unchanged, in a map, since it is set only while that lasts.
+//     list sorted by slot.
 //
 // A core that has its own slot table (a daemon's) has its own cards; the
 // protocol reads and writes the same values either way.
@@ -32,9 +30,11 @@ import "slices"
 type memberState struct {
 	heard uint64 // tick last heard
 	clock uint64 // last announced clock
-	// withheld is the member's entry when the gate last found it holding
-	// the gate back (see detectWithholding).
-	withheld uint64
+	// blockedSince is the tick since which the member has held the gate
+	// with its entry at withheld (see detectWithholding), 0 for none: set
+	// for most members at the end of a run, when a map of them cost more
+	// than a field.
+	blockedSince, withheld uint64
 	// card is the index of the member's card in the slot table's cards.
 	card uint32
 	// tracked is set for a member the core keeps a record of.
@@ -186,26 +186,4 @@ func (n *Node) admittedBy(m string) string {
 		return x.admittedBy
 	}
 	return ""
-}
-
-// blockedSince is the tick since which the member of slot q has held the
-// gate with its entry at its record's withheld, or 0.
-func (n *Node) blockedSince(q int) uint64 {
-	if len(n.proto.blocked) == 0 {
-		return 0
-	}
-	return n.proto.blocked[q]
-}
-
-// setBlockedSince sets blockedSince of slot q to t.
-func (n *Node) setBlockedSince(q int, t uint64) {
-	switch {
-	case t != 0:
-		if n.proto.blocked == nil {
-			n.proto.blocked = map[int]uint64{}
-		}
-		n.proto.blocked[q] = t
-	case len(n.proto.blocked) > 0:
-		delete(n.proto.blocked, q)
-	}
 }
