@@ -119,7 +119,7 @@ func (n *Node) sendOwnSince(member string, entry uint64) {
 	if i < 0 {
 		return
 	}
-	for _, r := range n.logs[i] {
+	for _, r := range n.logOf(i) {
 		if r.clock > entry {
 			n.outbox[member] = append(n.outbox[member], queued{n.cfg.ID, r.keptUpdate})
 		}

@@ -184,7 +184,7 @@ func (n *Node) answerGone(from string, have uint64) bool {
 		return false
 	}
 	oldest := n.clock + 1
-	if log := n.logs[n.memberSlot(n.cfg.ID)]; len(log) > 0 {
+	if log := n.logOf(n.memberSlot(n.cfg.ID)); len(log) > 0 {
 		oldest = log[0].clock
 	}
 	if oldest <= have+1 {

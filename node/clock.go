@@ -40,8 +40,10 @@ type SlotTable struct {
 	start      []string
 	startSlots []int
 	// cards are the members' cards of the cores on this table (see
-	// memberstate.go).
-	cards cardTable
+	// memberstate.go), and timelines[i] the frames their logs keep of the
+	// member of slot i (see framelog.go).
+	cards     cardTable
+	timelines []timeline
 }
 
 // startLists returns a member list equal to members, sorted, and its

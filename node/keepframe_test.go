@@ -41,7 +41,7 @@ func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
 		}
 		kept := func(id string) []byte {
 			n := nodes[id]
-			log := n.logs[n.memberSlot("a")]
+			log := n.logOf(n.memberSlot("a"))
 			if len(log) != 1 {
 				t.Fatalf("%s keeps %d frames of a, want 1", id, len(log))
 			}
@@ -55,7 +55,7 @@ func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
 		if same := &b[0] == &c[0]; same != shared {
 			t.Errorf("%s: b and c keep one array: %v", label, same)
 		}
-		entry := func(id string) *keptUpdate { return nodes[id].logs[nodes[id].memberSlot("a")][0].keptUpdate }
+		entry := func(id string) *keptUpdate { return nodes[id].logOf(nodes[id].memberSlot("a"))[0].keptUpdate }
 		if same := entry("b") == entry("c") && entry("a") == entry("b"); same != shared {
 			t.Errorf("%s: a, b and c keep one entry: %v", label, same)
 		}
@@ -80,10 +80,10 @@ func TestUpdateTwiceInOneEnvelopeIsAppliedOnceAndNotKept(t *testing.T) {
 	if got := b.stats.Rejected[RejectDuplicate]; got != 1 {
 		t.Fatalf("b counted %d duplicates, want 1", got)
 	}
-	if log := b.logs[b.memberSlot("a/1")]; len(log) != 0 {
+	if log := b.logOf(b.memberSlot("a/1")); len(log) != 0 {
 		t.Fatalf("b keeps %d frames of an update that came twice, want none", len(log))
 	}
-	if log := c.logs[c.memberSlot("a/1")]; len(log) != 1 {
+	if log := c.logOf(c.memberSlot("a/1")); len(log) != 1 {
 		t.Fatalf("c keeps %d frames of an update that came once, want 1", len(log))
 	}
 }

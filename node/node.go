@@ -142,10 +142,14 @@ type Node struct {
 	// Retransmission and membership (see sync.go, liveness.go, catchup.go).
 	sc SyncConfig
 	// logs[i] holds the frames kept of the member of slot i, sorted by
-	// clock; memberAt[i] is whether slot i is a member's (memberSlot), set
-	// by New: a map from each member to its slot cost each simulated core
-	// about 50 bytes per member, beside the vector clock's.
-	logs     [][]retained
+	// clock, a run of the slot table's timeline or, when it is not one,
+	// ownLogs[i] (see framelog.go); logBuf is logOf's. memberAt[i] is
+	// whether slot i is a member's (memberSlot), set by New: a map from
+	// each member to its slot cost each simulated core about 50 bytes per
+	// member, beside the vector clock's.
+	logs     []frameLog
+	ownLogs  map[int][]retained
+	logBuf   []retained
 	memberAt []bool
 	bytes    int
 	count    int
@@ -291,7 +295,7 @@ func New(cfg Config) (*Node, error) {
 	for _, m := range n.members {
 		n.indexMember(m)
 	}
-	n.logs = make([][]retained, len(n.vc.high))
+	n.logs = make([]frameLog, len(n.vc.high))
 	n.initLocal()
 	// Members' clocks differ by up to about a window, so a requester's
 	// latest digest is one the answerer still keeps.

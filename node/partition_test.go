@@ -84,7 +84,7 @@ func (pn *partitionNet) round() {
 // ownClocks returns the clocks of the node's own frames it retains.
 func ownClocks(s *Node) []uint64 {
 	var out []uint64
-	for _, r := range s.logs[s.memberSlot(s.ID())] {
+	for _, r := range s.logOf(s.memberSlot(s.ID())) {
 		out = append(out, r.clock)
 	}
 	return out
@@ -124,7 +124,7 @@ func TestOwnFramesRetainedWithFactorsWhenAlone(t *testing.T) {
 			if got, want := ownClocks(a), []uint64{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(got, want) {
 				t.Fatalf("a retains its own frames of clocks %v, want %v", got, want)
 			}
-			for _, r := range a.logs[a.memberSlot(ids[0])] {
+			for _, r := range a.logOf(a.memberSlot(ids[0])) {
 				if err := auth.Verify(ids[0], r.clock, r.frame, r.sig); err != nil {
 					t.Fatalf("retained frame of clock %d: %v", r.clock, err)
 				}

@@ -411,7 +411,7 @@ func (n *Node) Snapshot() Snapshot {
 		if i < 0 {
 			continue
 		}
-		for _, r := range n.logs[i] {
+		for _, r := range n.logOf(i) {
 			if r.clock > snap.Clock {
 				snap.Pending = append(snap.Pending, r.update(m))
 				if id := (UpdateID{Origin: m, Clock: r.clock}); n.refused[id] {
@@ -556,53 +556,6 @@ func (n *Node) retain(origin string, r retained) {
 	n.retainAt(n.memberSlot(origin), origin, r)
 }
 
-// retainAt is retain for the origin of member slot i (memberSlot).
-func (n *Node) retainAt(i int, origin string, r retained) {
-	clock := r.clock
-	if i < 0 {
-		return
-	}
-	log := n.logs[i]
-	// Frames mostly come in clock order: append without a search.
-	if len(log) == 0 || log[len(log)-1].clock < clock {
-		log = append(log, r)
-	} else {
-		j, found := slices.BinarySearchFunc(log, clock, func(r retained, c uint64) int { return cmp.Compare(r.clock, c) })
-		if found {
-			return
-		}
-		log = slices.Insert(log, j, r)
-	}
-	n.bytes += len(r.frame)
-	n.count++
-	drop := 0
-	newest := log[len(log)-1].clock
-	droppable := func(r retained) bool {
-		return r.clock+uint64(n.sc.Window) <= newest && r.clock <= n.committedClock
-	}
-	// The cheap tests before the live lookup.
-	keepCutOff := origin != n.cfg.ID && n.cutOff != nil && n.keepsCutOff(origin)
-	if origin != n.cfg.ID && !n.degraded && !keepCutOff && droppable(log[0]) && n.live.up(origin) {
-		for drop < len(log) && droppable(log[drop]) {
-			drop++
-		}
-	}
-	keep := n.sc.History
-	if keepCutOff {
-		keep *= 2
-	}
-	drop = max(drop, len(log)-keep)
-	for _, r := range log[:drop] {
-		n.bytes -= len(r.frame)
-	}
-	n.count -= drop
-	if drop > 0 {
-		// Copy down rather than reslice, so the dropped frames are freed.
-		log = slices.Delete(log, 0, drop)
-	}
-	n.logs[i] = log
-}
-
 // handleSync answers a sync request by queueing, for the requester, the
 // retained updates it asks for: per origin, the clocks above its entry and
 // at most the clamped Upto (syncLimit), oldest first, within what is left of
@@ -644,7 +597,7 @@ func (n *Node) handleSync(from string, data []byte) {
 			continue
 		}
 		limit := n.syncLimit(e, req.Upto)
-		log := n.logs[i]
+		log := n.logOf(i)
 		if e.Origin != n.cfg.ID {
 			n.noteLacking(from, e.Origin, e.Clock, log)
 		}

@@ -331,7 +331,7 @@ func TestSyncRetentionWindow(t *testing.T) {
 		settle(nodes, deliver(nodes, ids[0], a.Ready().Messages, nil))
 		settle(nodes, deliver(nodes, ids[1], b.Ready().Messages, nil))
 	}
-	own, other := len(a.logs[0]), len(a.logs[1])
+	own, other := a.logLen(0), a.logLen(1)
 	if own != 8 || other != 2 {
 		t.Fatalf("a keeps %d own and %d of b's frames, want 8 and 2", own, other)
 	}
@@ -342,8 +342,8 @@ func TestSyncRetentionWindow(t *testing.T) {
 	// Once b is down, what a holds of it is kept up to History.
 	a.PeerDown(ids[1])
 	a.retain(ids[1], a.keep(30, []byte("x"), nil))
-	if len(a.logs[1]) != 3 {
-		t.Fatalf("after PeerDown a keeps %d of b's frames, want 3", len(a.logs[1]))
+	if a.logLen(1) != 3 {
+		t.Fatalf("after PeerDown a keeps %d of b's frames, want 3", a.logLen(1))
 	}
 }
 
@@ -364,12 +364,12 @@ func TestSyncRetentionWhileDegraded(t *testing.T) {
 		settle(nodes, deliver(nodes, ids[0], a.Ready().Messages, nil))
 		settle(nodes, deliver(nodes, ids[1], b.Ready().Messages, nil))
 	}
-	if got := len(a.logs[1]); got != 6 {
+	if got := a.logLen(1); got != 6 {
 		t.Fatalf("a counts c down and keeps %d of b's frames, want History = 6", got)
 	}
 	a.PeerUp(ids[2])
 	a.retain(ids[1], a.keep(11, []byte("x"), nil)) // the next frame of b evicts past the window again
-	if got := len(a.logs[1]); got > 2+1 {
+	if got := a.logLen(1); got > 2+1 {
 		t.Fatalf("with everyone live again a keeps %d of b's frames", got)
 	}
 }
@@ -520,7 +520,7 @@ func TestSyncAnswerBudgetPerRound(t *testing.T) {
 			a.Receive(ids[1], req)
 		}
 		total, ups := wireBytes(t, a.Ready().Messages)
-		own := a.logs[a.memberSlot(ids[0])]
+		own := a.logOf(a.memberSlot(ids[0]))
 		if len(ups) == 0 || len(ups) >= len(own) {
 			t.Fatalf("round %d: answered %d of %d retained updates", round, len(ups), len(own))
 		}

@@ -149,5 +149,6 @@ func (s *sim) retire(n *simNode) {
 		s.unbalanced = append(s.unbalanced, n.id)
 	}
 	n.core.DropSharedRows()
+	n.core.DropSharedLogs()
 	n.core = nil
 }
