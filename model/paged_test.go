@@ -47,17 +47,13 @@ func TestPagedAdamMatchesDense(t *testing.T) {
 	if !slices.Equal(st.M, wm) || !slices.Equal(st.V, wv) {
 		t.Fatal("moments differ from the dense reference")
 	}
-	// Keys 0, 3; 64, 100; 65535; n-1: four pages of each moment.
+	// Keys 0, 3; 64; 100; 65535; n-1: five pages of each moment.
 	a := opt.(*adam)
 	for name, p := range map[string]PagedVec{"m": a.m, "v": a.v} {
 		used := 0
-		for _, pg := range p.pages {
-			if pg != nil {
-				used++
-			}
-		}
-		if used != 4 || p.len() != n {
-			t.Errorf("%s: %d pages of %d keys, want 4 pages of %d", name, used, p.len(), n)
+		p.each(func(int, *[vecPageLen]float64) { used++ })
+		if used != 5 || p.len() != n {
+			t.Errorf("%s: %d pages of %d keys, want 5 pages of %d", name, used, p.len(), n)
 		}
 	}
 }
@@ -101,11 +97,12 @@ func TestScratchPagesOnlyTouchedKeys(t *testing.T) {
 }
 
 // A paged vector reads +0 where nothing was written, allocates only the
-// pages written to, and keeps what was written.
+// pages written to, and keeps what was written, at the same addresses,
+// when it takes a directory of every page.
 func TestPagedVecAllocatesWrittenPages(t *testing.T) {
 	v := NewPagedVec(1000)
-	if len(v.pages) != 16 {
-		t.Fatalf("%d pages for 1000 values, want 16", len(v.pages))
+	if v.n != 125 {
+		t.Fatalf("%d pages for 1000 values, want 125", v.n)
 	}
 	if x := v.Get(999); math.Float64bits(x) != 0 {
 		t.Fatalf("unwritten value %v, want +0", x)
@@ -116,13 +113,37 @@ func TestPagedVecAllocatesWrittenPages(t *testing.T) {
 	if v.Get(130) != -3 || math.Float64bits(v.Get(999)) != math.Float64bits(math.Copysign(0, -1)) || v.Get(131) != 0 {
 		t.Fatalf("values %v %v %v, want -3 -0 0", v.Get(130), v.Get(999), v.Get(131))
 	}
-	var held []int
-	for i, p := range v.pages {
-		if p != nil {
-			held = append(held, i)
+	held := func() []int {
+		var out []int
+		v.each(func(i int, _ *[vecPageLen]float64) { out = append(out, i) })
+		slices.Sort(out)
+		return out
+	}
+	if !slices.Equal(held(), []int{16, 124}) || v.pages != nil {
+		t.Fatalf("pages held %v (directory %v), want [16 124] in the map", held(), v.pages != nil)
+	}
+	at := v.At(130)
+	want := make([]float64, 1000)
+	want[130], want[999] = -3, math.Copysign(0, -1)
+	for k := uint64(0); k < 1000; k += 16 {
+		if k != 0 {
+			*v.At(k) += float64(k)
+			want[k] += float64(k)
 		}
 	}
-	if !slices.Equal(held, []int{2, 15}) {
-		t.Fatalf("pages held %v, want [2 15]", held)
+	if v.pages == nil || v.sparse != nil {
+		t.Fatal("a vector with half its pages written has no directory")
+	}
+	if v.At(130) != at {
+		t.Fatal("a value moved when the vector took a directory")
+	}
+	got := v.dense(1000)
+	for k := range want {
+		if math.Float64bits(got[k]) != math.Float64bits(want[k]) {
+			t.Fatalf("key %d: %v, want %v", k, got[k], want[k])
+		}
+	}
+	if len(held()) != 62 {
+		t.Fatalf("%d pages held, want 62", len(held()))
 	}
 }
