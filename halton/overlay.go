@@ -112,11 +112,13 @@ type Overlay struct {
 	// one origin tends to be its parent for others too, which lets relays
 	// batch. A position in parents also names an edge, parents[k] → c.
 	parents, pStart []int32
-	// dist[v*n+o] is one more than the hop count from o to v, so that the
+	// dist[o*n+v] is one more than the hop count from o to v, so that the
 	// zero value means unreachable and a fresh allocation needs no filling.
-	// Rows are indexed by destination so that the breadth-first search,
-	// which settles 64 origins of one destination at a time, writes
-	// contiguously.
+	// The breadth-first search, which settles 64 origins of one
+	// destination at a time, writes it by destination and transposes it
+	// when done: a relay looks up hop counts from one origin to its
+	// neighbours and theirs (Forward), which then lie in one row, where
+	// each was a cache miss in a row of its own.
 	dist      []uint8
 	diameter  int
 	meanHops  float64
@@ -419,5 +421,25 @@ func (o *Overlay) measure(limit int) bool {
 	if n > 1 {
 		o.meanHops = float64(sum) / float64(n*(n-1))
 	}
+	transpose(o.dist, n)
 	return true
+}
+
+// transpose transposes the n×n matrix m in place, in blocks that stay in
+// the cache.
+func transpose(m []uint8, n int) {
+	const block = 64
+	for bi := 0; bi < n; bi += block {
+		for bj := bi; bj < n; bj += block {
+			for i := bi; i < min(bi+block, n); i++ {
+				j0 := bj
+				if bi == bj {
+					j0 = i + 1
+				}
+				for j := j0; j < min(bj+block, n); j++ {
+					m[i*n+j], m[j*n+i] = m[j*n+i], m[i*n+j]
+				}
+			}
+		}
+	}
 }

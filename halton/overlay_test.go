@@ -350,3 +350,24 @@ func TestSharedRankOffsetsFail(t *testing.T) {
 		}
 	}
 }
+
+// transpose swaps rows and columns of square matrices of any size, those
+// that are not a whole number of its blocks included.
+func TestTranspose(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 63, 64, 65, 130} {
+		m := make([]uint8, n*n)
+		for i := range m {
+			m[i] = uint8(i * 7)
+		}
+		want := make([]uint8, n*n)
+		for i := range n {
+			for j := range n {
+				want[j*n+i] = m[i*n+j]
+			}
+		}
+		transpose(m, n)
+		if !slices.Equal(m, want) {
+			t.Fatalf("n = %d: transposed wrong", n)
+		}
+	}
+}

@@ -87,7 +87,7 @@ func (o *Overlay) names(idx []int32) []string {
 
 // hop returns the hop count from from to to, 0xff when unreachable (the
 // stored 0 wraps around).
-func (o *Overlay) hop(from, to int32) uint8 { return o.dist[int(to)*len(o.ids)+int(from)] - 1 }
+func (o *Overlay) hop(from, to int32) uint8 { return o.dist[int(from)*len(o.ids)+int(to)] - 1 }
 
 // parent returns c's parent in origin's tree: its most preferred
 // in-neighbour one hop nearer the origin. It is −1 for the origin itself and
