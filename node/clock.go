@@ -1,6 +1,10 @@
 package node
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
 
 // VectorClock records, per origin, which of its updates are in the local
 // view. Get(q) is the largest c such that every update of q with clock ≤ c
@@ -35,6 +39,9 @@ type SlotTable struct {
 	slots map[string]int
 	// names[i] is the origin of slot i.
 	names []string
+	// ordered is how many slots, from the first, were interned in the
+	// order of their names (see compare).
+	ordered int
 	// start is the last member list a node on this table started with, and
 	// its slots (see startLists).
 	start      []string
@@ -75,7 +82,21 @@ func (t *SlotTable) intern(q string) int {
 	i := len(t.names)
 	t.slots[q] = i
 	t.names = append(t.names, q)
+	if t.ordered == i && (i == 0 || t.names[i-1] < q) {
+		t.ordered++
+	}
 	return i
+}
+
+// compare orders slots a and b as their names: by slot when both were
+// interned in name order, which the members a node starts with are (a
+// row of pending updates is sorted by origin, and comparing P names per
+// row and core was most of the sort), by name otherwise.
+func (t *SlotTable) compare(a, b int) int {
+	if a < t.ordered && b < t.ordered {
+		return cmp.Compare(a, b)
+	}
+	return strings.Compare(t.names[a], t.names[b])
 }
 
 // reach returns s grown with zero values to hold index i: the slices a

@@ -2,6 +2,7 @@ package node
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -127,5 +128,24 @@ func TestVectorClockSlots(t *testing.T) {
 	}
 	if v.intern("a") != a || v.intern("d") != 3 || v.Get("d") != 0 || len(v.Snapshot()) != 3 {
 		t.Fatalf("intern: a %d, d %d, snapshot %v", v.intern("a"), v.intern("d"), v.Snapshot())
+	}
+}
+
+// A slot table orders slots as their names, whether they were interned in
+// name order (compared by slot) or not (by name).
+func TestSlotTableCompare(t *testing.T) {
+	tab := NewSlotTable(0)
+	for _, q := range []string{"a", "c", "e", "b", "d", "a0", "z"} {
+		tab.intern(q)
+	}
+	if tab.ordered != 3 {
+		t.Fatalf("%d slots in name order, want 3", tab.ordered)
+	}
+	for a := range tab.names {
+		for b := range tab.names {
+			if got, want := tab.compare(a, b), strings.Compare(tab.names[a], tab.names[b]); got != want {
+				t.Fatalf("%s against %s: %d, want %d", tab.names[a], tab.names[b], got, want)
+			}
+		}
 	}
 }

@@ -3,7 +3,6 @@ package node
 import (
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/sfb"
@@ -230,7 +229,7 @@ func (n *Node) addAt(q int, origin string, clock uint64, u *codec.Sparse) {
 		// A row fills with every live member's update.
 		list = make([]pendingUpdate, 0, len(n.liveSlots))
 	}
-	if len(list) > 0 && n.origin(list[len(list)-1]) > origin {
+	if len(list) > 0 && n.vc.table.compare(int(list[len(list)-1].slot), q) > 0 {
 		if n.pendingUnsorted == nil {
 			n.pendingUnsorted = map[uint64]bool{}
 		}
@@ -243,7 +242,7 @@ func (n *Node) addAt(q int, origin string, clock uint64, u *codec.Sparse) {
 func (n *Node) pendingRow(c uint64) []pendingUpdate {
 	list := n.pending[c]
 	if n.pendingUnsorted[c] {
-		slices.SortFunc(list, func(a, b pendingUpdate) int { return strings.Compare(n.origin(a), n.origin(b)) })
+		slices.SortFunc(list, func(a, b pendingUpdate) int { return n.vc.table.compare(int(a.slot), int(b.slot)) })
 		delete(n.pendingUnsorted, c)
 	}
 	return list
