@@ -190,14 +190,15 @@ type protocol struct {
 	membershipChanged bool
 	overlayStale      bool
 	// overlayKey digests the overlay's input (see OverlayKey): sums of
-	// keyOf over the live members not leaving, each one's labelled term
-	// kept in overlayTerms by vector clock slot (summed: whether it is in
-	// the sum). overlayKeyStale says it is summed again when asked for
-	// (after a snapshot, or many changes), overlayDirty lists the members
-	// whose liveness or leaving changed since (overlayChanged); a label
-	// changes one term.
+	// keyOf over the live members not leaving; overlaySummed[q] is whether
+	// the member of vector clock slot q is in the sum. A member's labelled
+	// term is keyOf of its id and the label it has now (siteOf), computed
+	// again when it leaves the sum or its label changes: kept, it cost a
+	// simulated core 8 bytes per member. overlayKeyStale says it is summed
+	// again when asked for (after a snapshot, or many changes),
+	// overlayDirty lists the members whose liveness or leaving changed
+	// since (overlayChanged); a label changes one term.
 	overlayKey      OverlayKey
-	overlayTerms    []uint64
 	overlaySummed   []bool
 	overlayKeyStale bool
 	overlayDirty    []string
@@ -932,12 +933,12 @@ func (n *Node) siteOf(m string) string {
 // liveness or leaving changed since put in or out of the sum.
 func (n *Node) currentOverlayKey() OverlayKey {
 	p := &n.proto
-	if p.overlayKeyStale || p.overlayTerms == nil {
+	if p.overlayKeyStale || p.overlaySummed == nil {
 		p.overlayKeyStale = false
 		p.overlayDirty = p.overlayDirty[:0]
 		p.overlayKey = OverlayKey{}
 		// reach (below) zeroes what it grows over.
-		p.overlayTerms, p.overlaySummed = p.overlayTerms[:0], p.overlaySummed[:0]
+		p.overlaySummed = p.overlaySummed[:0]
 		for _, m := range n.liveList {
 			if !n.Leaving(m) {
 				n.addToKey(m)
@@ -957,8 +958,8 @@ func (n *Node) addToKey(m string) {
 	site := n.siteOf(m)
 	t := keyOf(m, site)
 	q := n.vc.intern(m) // a live member has its slot already
-	p.overlayTerms, p.overlaySummed = reach(p.overlayTerms, q), reach(p.overlaySummed, q)
-	p.overlayTerms[q], p.overlaySummed[q] = t, true
+	p.overlaySummed = reach(p.overlaySummed, q)
+	p.overlaySummed[q] = true
 	p.overlayKey.Labelled += t
 	p.overlayKey.Members += keyOf(m, "")
 	if site == "" {
@@ -977,9 +978,10 @@ func (n *Node) placeInKey(m string) {
 		n.addToKey(m)
 	case !want && in:
 		// relabel kept its term and the count of the unlabelled current.
-		p.overlayKey.Labelled -= p.overlayTerms[q]
+		site := n.siteOf(m)
+		p.overlayKey.Labelled -= keyOf(m, site)
 		p.overlayKey.Members -= keyOf(m, "")
-		if n.siteOf(m) == "" {
+		if site == "" {
 			p.overlayKey.Unlabelled--
 		}
 		p.overlaySummed[q] = false
@@ -1004,15 +1006,13 @@ func (n *Node) overlayChanged(m string) {
 	p.overlayDirty = append(p.overlayDirty, m)
 }
 
-// relabel changes member m's term in the overlay's key to its new label:
-// O(1), where summing the key again is O(P), and a mesh of P starting
-// hears P - 1 labels.
+// relabel changes member m's term in the overlay's key from its label
+// from, the one it has until now, to to: O(1), where summing the key
+// again is O(P), and a mesh of P starting hears P - 1 labels.
 func (n *Node) relabel(m, from, to string) {
 	p := &n.proto
 	if q := n.vc.slot(m); q >= 0 && q < len(p.overlaySummed) && p.overlaySummed[q] && !p.overlayKeyStale {
-		nt := keyOf(m, to)
-		p.overlayKey.Labelled += nt - p.overlayTerms[q]
-		p.overlayTerms[q] = nt
+		p.overlayKey.Labelled += keyOf(m, to) - keyOf(m, from)
 		switch {
 		case from == "" && to != "":
 			p.overlayKey.Unlabelled--
