@@ -27,8 +27,10 @@ type VectorClock struct {
 	// (Snapshot lists those, zeros included).
 	high []uint64
 	set  []bool
-	// ahead[i] holds the clocks of slot i added above a gap; nil when none.
-	ahead []map[uint64]struct{}
+	// ahead[i] holds the clocks of slot i added above a gap, for the few
+	// slots that have any: a slice of them by slot cost each simulated
+	// core 8 bytes per member, nearly always nil.
+	ahead map[int]map[uint64]struct{}
 }
 
 // SlotTable gives origins their slots. A vector clock has its own, unless
@@ -119,7 +121,7 @@ func newVectorClockOn(table *SlotTable, n int) *VectorClock {
 		table = NewSlotTable(n)
 	}
 	return &VectorClock{table: table, interned: make([]bool, 0, n),
-		high: make([]uint64, 0, n), set: make([]bool, 0, n), ahead: make([]map[uint64]struct{}, 0, n)}
+		high: make([]uint64, 0, n), set: make([]bool, 0, n)}
 }
 
 // slot returns q's slot, or -1 when q was never added.
@@ -133,7 +135,7 @@ func (v *VectorClock) slot(q string) int {
 // intern returns q's slot, making one when q has none.
 func (v *VectorClock) intern(q string) int {
 	i := v.table.intern(q)
-	v.interned, v.high, v.set, v.ahead = reach(v.interned, i), reach(v.high, i), reach(v.set, i), reach(v.ahead, i)
+	v.interned, v.high, v.set = reach(v.interned, i), reach(v.high, i), reach(v.set, i)
 	v.interned[i] = true
 	return i
 }
@@ -172,6 +174,9 @@ func (v *VectorClock) hasAt(i int, c uint64) bool {
 	if c <= v.high[i] {
 		return true
 	}
+	if len(v.ahead) == 0 {
+		return false
+	}
 	_, ok := v.ahead[i][c]
 	return ok
 }
@@ -195,6 +200,9 @@ func (v *VectorClock) addAt(i int, c uint64) bool {
 	if c != h+1 {
 		set := v.ahead[i]
 		if set == nil {
+			if v.ahead == nil {
+				v.ahead = map[int]map[uint64]struct{}{}
+			}
 			set = map[uint64]struct{}{}
 			v.ahead[i] = set
 		}
@@ -202,16 +210,17 @@ func (v *VectorClock) addAt(i int, c uint64) bool {
 		return true
 	}
 	h = c
-	set := v.ahead[i]
-	for {
-		if _, ok := set[h+1]; !ok {
-			break
+	if set := v.ahead[i]; set != nil {
+		for {
+			if _, ok := set[h+1]; !ok {
+				break
+			}
+			delete(set, h+1)
+			h++
 		}
-		delete(set, h+1)
-		h++
-	}
-	if len(set) == 0 {
-		v.ahead[i] = nil
+		if len(set) == 0 {
+			delete(v.ahead, i)
+		}
 	}
 	v.high[i], v.set[i] = h, true
 	return true
@@ -230,7 +239,7 @@ func (v *VectorClock) Withdraw(q string, c uint64) bool {
 	}
 	delete(set, c)
 	if len(set) == 0 {
-		v.ahead[i] = nil
+		delete(v.ahead, i)
 	}
 	return true
 }
@@ -240,10 +249,14 @@ func (v *VectorClock) Withdraw(q string, c uint64) bool {
 func (v *VectorClock) Set(q string, c uint64) {
 	i := v.intern(q)
 	v.high[i], v.set[i] = c, true
-	for k := range v.ahead[i] {
+	set := v.ahead[i]
+	for k := range set {
 		if k <= c {
-			delete(v.ahead[i], k)
+			delete(set, k)
 		}
+	}
+	if len(set) == 0 {
+		delete(v.ahead, i)
 	}
 }
 

@@ -149,3 +149,31 @@ func TestSlotTableCompare(t *testing.T) {
 		}
 	}
 }
+
+// Clocks held above a gap are kept only for the origins that have some:
+// withdrawn, closed over or passed by Set, an origin's set goes.
+func TestVectorClockAheadSparse(t *testing.T) {
+	v := NewVectorClock()
+	v.Add("a", 3)
+	v.Add("b", 2)
+	v.Add("b", 5)
+	v.Add("c", 1)
+	if len(v.ahead) != 2 || !v.Has("b", 5) || v.Has("b", 4) || v.Has("c", 2) {
+		t.Fatalf("ahead %v", v.ahead)
+	}
+	if !v.Withdraw("a", 3) || v.Has("a", 3) || len(v.ahead) != 1 {
+		t.Fatalf("after a's withdrawal: %v", v.ahead)
+	}
+	v.Set("b", 4)
+	if v.Get("b") != 4 || !v.Has("b", 5) || len(v.aheadOf("b")) != 1 {
+		t.Fatalf("b after Set 4: entry %d, ahead %v", v.Get("b"), v.aheadOf("b"))
+	}
+	v.Set("b", 5)
+	if len(v.ahead) != 0 || !v.Add("b", 6) || v.Get("b") != 6 {
+		t.Fatalf("after Set 5: ahead %v, entry %d", v.ahead, v.Get("b"))
+	}
+	v.Add("c", 3)
+	if v.Add("c", 2); v.Get("c") != 3 || len(v.ahead) != 0 {
+		t.Fatalf("c's gap closed: entry %d, ahead %v", v.Get("c"), v.ahead)
+	}
+}
