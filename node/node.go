@@ -107,7 +107,7 @@ type Node struct {
 	factorAcc sfb.Accumulator
 	// outbox holds what goes to each next hop with the next Ready: kept
 	// entries, not copies of the updates, since a simulated core queues
-	// about P relays at a time (72 bytes each as Updates, 24 as queued).
+	// about P relays at a time (72 bytes each as Updates, 16 as queued).
 	outbox map[string][]queued
 	// spares holds emptied outbox queues, kept for their capacity
 	// (Config.Queues, or the node's own).
@@ -613,16 +613,18 @@ type QueuePool struct {
 	batch  []Update
 }
 
-// queued is an update waiting in an outbox: its origin and the entry kept
-// for it (clock, frame and signature), which the node's log of kept frames
+// queued is an update waiting in an outbox: its origin's slot in the
+// node's slot table (an id, 16 bytes, made each 24) and the entry kept for
+// it (clock, frame and signature), which the node's log of kept frames
 // and, in a simulator, the other cores share.
 type queued struct {
-	origin string
+	origin int32
 	*keptUpdate
 }
 
-// update is q as it goes on the wire.
-func (q queued) update() Update { return q.keptUpdate.update(q.origin) }
+// update is q as it goes on the wire; t is the slot table of the node
+// that queued it.
+func (q queued) update(t *SlotTable) Update { return q.keptUpdate.update(t.names[q.origin]) }
 
 // get returns a spare queue, empty, or nil.
 func (p *QueuePool) get() []queued {
@@ -644,11 +646,12 @@ func (p *QueuePool) put(q []queued) {
 	p.queues = append(p.queues, q[:0])
 }
 
-// updates returns q as Updates, in a slice that is valid until the next call.
-func (p *QueuePool) updates(q []queued) []Update {
+// updates returns q, queued by a node on slot table t, as Updates, in a
+// slice that is valid until the next call.
+func (p *QueuePool) updates(q []queued, t *SlotTable) []Update {
 	p.batch = p.batch[:0]
 	for _, e := range q {
-		p.batch = append(p.batch, e.update())
+		p.batch = append(p.batch, e.update(t))
 	}
 	return p.batch
 }
@@ -669,7 +672,7 @@ func (n *Node) ready() Ready {
 	slices.Sort(hops)
 	rd := Ready{Messages: make([]Message, 0, len(hops))}
 	for _, h := range hops {
-		for _, data := range encodeEnvelopes(n.spares.updates(n.outbox[h]), MaxEnvelopeBytes) {
+		for _, data := range encodeEnvelopes(n.spares.updates(n.outbox[h], n.vc.table), MaxEnvelopeBytes) {
 			rd.Messages = append(rd.Messages, Message{To: h, Data: data})
 			n.stats.MessagesSent++
 			n.stats.BytesSent += uint64(len(data))

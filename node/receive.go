@@ -38,7 +38,7 @@ func (n *Node) receiveUpdates(from string, updates []Update, slots []int) {
 			continue
 		}
 		n.kept[i] = n.keepDecoded(u)
-		n.route(n.vc.nameAt(slots[i]), n.kept[i]) // the shared name, not the envelope's copy
+		n.route(slots[i], n.kept[i])
 	}
 	n.retireLeavers()
 	n.commit()
@@ -248,18 +248,19 @@ func (n *Node) pendingRow(c uint64) []pendingUpdate {
 	return list
 }
 
-// route queues origin's update k for the next hops the router gives for
-// this node.
-func (n *Node) route(origin string, k *keptUpdate) {
+// route queues the update k of the origin of vector clock slot q for the
+// next hops the router gives for this node.
+func (n *Node) route(q int, k *keptUpdate) {
+	origin := n.vc.nameAt(q)
 	for _, hop := range n.currentRouter().Forward(origin, n.cfg.ID) {
 		if hop == n.cfg.ID || hop == origin || !n.live.up(hop) || n.Leaving(hop) {
 			continue
 		}
-		q, ok := n.outbox[hop]
+		queue, ok := n.outbox[hop]
 		if !ok {
-			q = n.spares.get()
+			queue = n.spares.get()
 		}
-		n.outbox[hop] = append(q, queued{origin, k})
+		n.outbox[hop] = append(queue, queued{int32(q), k})
 		if origin != n.cfg.ID {
 			n.stats.UpdatesRelayed++
 		}

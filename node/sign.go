@@ -132,7 +132,7 @@ func (n *Node) sendOwn(t uint64, frame []byte, decoded codec.Sparse) error {
 			n.lastOwn = k
 		}
 	}
-	n.route(n.cfg.ID, n.lastOwn)
+	n.route(n.vc.slot(n.cfg.ID), n.lastOwn)
 	return nil
 }
 
@@ -143,7 +143,7 @@ func (n *Node) skip(u Update) {
 		return
 	}
 	n.markRefused(UpdateID{Origin: u.Origin, Clock: u.Clock})
-	n.route(u.Origin, n.keep(u.Clock, u.Frame, u.Sig).keptUpdate)
+	n.route(n.vc.slot(u.Origin), n.keep(u.Clock, u.Frame, u.Sig).keptUpdate)
 }
 
 // RejectMarkedRefused counts updates a node's starting snapshot marked as

@@ -610,8 +610,8 @@ func (n *Node) handleSync(from string, data []byte) {
 			continue
 		}
 		for ; j < len(log) && log[j].clock <= limit; j++ {
-			u := queued{e.Origin, log[j].keptUpdate}
-			size := updateWireBytes(u.update())
+			u := queued{int32(i), log[j].keptUpdate}
+			size := updateWireBytes(u.update(n.vc.table))
 			// One update larger than the whole budget still goes, alone,
 			// or it could never be fetched.
 			if used+size > budget && used > 0 {
