@@ -42,8 +42,11 @@ type SlotTable struct {
 	// names[i] is the origin of slot i.
 	names []string
 	// ordered is how many slots, from the first, were interned in the
-	// order of their names (see compare).
+	// order of their names (see compare); at and placed are
+	// placeBySlot's.
 	ordered int
+	at      []int32
+	placed  []pendingUpdate
 	// start is the last member list a node on this table started with, and
 	// its slots (see startLists).
 	start      []string
@@ -88,6 +91,36 @@ func (t *SlotTable) intern(q string) int {
 		t.ordered++
 	}
 	return i
+}
+
+// placeBySlot sorts row, a row of pending updates of distinct origins, by
+// origin when its origins' slots were all interned in name order and it
+// holds at least an eighth of them, and reports whether it did: it puts
+// each update at its slot and reads them back in slot order, O(P) for a
+// row of P, where a sort compared P log P pairs.
+func (t *SlotTable) placeBySlot(row []pendingUpdate) bool {
+	if 8*len(row) < t.ordered {
+		return false
+	}
+	t.at = reach(t.at, t.ordered-1)
+	for j, p := range row {
+		if int(p.slot) >= t.ordered || t.at[p.slot] != 0 {
+			clear(t.at)
+			return false
+		}
+		t.at[p.slot] = int32(j + 1)
+	}
+	t.placed = append(t.placed[:0], row...)
+	k := 0
+	for s, j := range t.at {
+		if j != 0 {
+			row[k] = t.placed[j-1]
+			t.at[s] = 0
+			k++
+		}
+	}
+	clear(t.placed)
+	return true
 }
 
 // compare orders slots a and b as their names: by slot when both were

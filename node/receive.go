@@ -242,7 +242,9 @@ func (n *Node) addAt(q int, origin string, clock uint64, u *codec.Sparse) {
 func (n *Node) pendingRow(c uint64) []pendingUpdate {
 	list := n.pending[c]
 	if n.pendingUnsorted[c] {
-		slices.SortFunc(list, func(a, b pendingUpdate) int { return n.vc.table.compare(int(a.slot), int(b.slot)) })
+		if !n.vc.table.placeBySlot(list) {
+			slices.SortFunc(list, func(a, b pendingUpdate) int { return n.vc.table.compare(int(a.slot), int(b.slot)) })
+		}
 		delete(n.pendingUnsorted, c)
 	}
 	return list
