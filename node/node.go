@@ -607,10 +607,12 @@ const maxSpareQueues = 64
 // simulator's, may share one (Config.Queues): each kept up to
 // maxSpareQueues of its own, grown to the largest batch it had sent, and at
 // P = 1024 those were 193 MB of a 1.3 GB heap. It also holds the updates an
-// envelope is written from (see ready). Not safe for concurrent use.
+// envelope is written from (see ready) and those one is read into (see
+// Receive). Not safe for concurrent use.
 type QueuePool struct {
 	queues [][]queued
 	batch  []Update
+	read   []Update
 }
 
 // queued is an update waiting in an outbox: its origin's slot in the

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sketchmesh/sketchmesh/wire"
 )
@@ -171,7 +172,11 @@ func DecodeEnvelope(data []byte) ([]Update, error) {
 	return updates, nil
 }
 
-func decodeEnvelope(data []byte) ([]Update, error) {
+func decodeEnvelope(data []byte) ([]Update, error) { return decodeEnvelopeInto(nil, data) }
+
+// decodeEnvelopeInto is decodeEnvelope appending to updates, which has no
+// elements, in its capacity when it holds them.
+func decodeEnvelopeInto(updates []Update, data []byte) ([]Update, error) {
 	if len(data) > MaxEnvelopeBytes {
 		return nil, fmt.Errorf("%d bytes exceeds the %d-byte limit", len(data), MaxEnvelopeBytes)
 	}
@@ -194,7 +199,7 @@ func decodeEnvelope(data []byte) ([]Update, error) {
 	if count > r.Remaining()/4 {
 		return nil, fmt.Errorf("%d updates cannot fit in %d bytes", count, r.Remaining())
 	}
-	updates := make([]Update, 0, count)
+	updates = slices.Grow(updates, count)
 	for i := 0; i < count; i++ {
 		u, err := readUpdate(r)
 		if err != nil {
