@@ -285,11 +285,22 @@ func (w *window) len() int {
 
 func (w *window) push(x float64) {
 	if w.full {
+		// The value that leaves and the one that comes: only the values
+		// between their places move, by one, where a delete and an insert
+		// moved up to the whole window twice (every update accepted).
 		i, _ := slices.BinarySearch(w.sorted, w.vals[w.next])
-		w.sorted = slices.Delete(w.sorted, i, i+1)
+		j, _ := slices.BinarySearch(w.sorted, x)
+		if j > i {
+			copy(w.sorted[i:j-1], w.sorted[i+1:j])
+			w.sorted[j-1] = x
+		} else {
+			copy(w.sorted[j+1:i+1], w.sorted[j:i])
+			w.sorted[j] = x
+		}
+	} else {
+		i, _ := slices.BinarySearch(w.sorted, x)
+		w.sorted = slices.Insert(w.sorted, i, x)
 	}
-	i, _ := slices.BinarySearch(w.sorted, x)
-	w.sorted = slices.Insert(w.sorted, i, x)
 	w.vals[w.next] = x
 	w.next++
 	if w.next == len(w.vals) {
