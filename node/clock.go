@@ -51,6 +51,10 @@ type SlotTable struct {
 	// its slots (see startLists).
 	start      []string
 	startSlots []int
+	// peers and peerKnown are the peers' incarnations a node on this
+	// table started with (see sharePeers).
+	peers     []uint64
+	peerKnown []bool
 	// cards are the members' cards of the cores on this table (see
 	// memberstate.go), and timelines[i] the frames their logs keep of the
 	// member of slot i (see framelog.go).
@@ -73,6 +77,19 @@ func (t *SlotTable) startLists(members []string) ([]string, []int) {
 		}
 	}
 	return t.start, t.startSlots
+}
+
+// sharePeers returns the highest incarnations admitted on each peer name
+// that a node on this table starts with (Node.initProtocol), peers and
+// known, or equal ones the table holds already: P simulated cores start
+// with the same, and a copy in each cost it 9 bytes per member. The
+// slices are clipped and must not be written; a node copies them before
+// it changes one (Node.setPeerInc).
+func (t *SlotTable) sharePeers(peers []uint64, known []bool) ([]uint64, []bool) {
+	if !slices.Equal(t.peers, peers) || !slices.Equal(t.peerKnown, known) {
+		t.peers, t.peerKnown = slices.Clip(peers), slices.Clip(known)
+	}
+	return t.peers, t.peerKnown
 }
 
 // NewSlotTable returns an empty table with room for n origins.

@@ -151,9 +151,12 @@ type protocol struct {
 	extras []slotExtra
 	// peers[i] is the highest incarnation admitted on the peer name of
 	// slot i of the vector clock's table, if peerKnown[i]: a map by name
-	// cost each simulated core about 40 bytes per member.
-	peers     []uint64
-	peerKnown []bool
+	// cost each simulated core about 40 bytes per member. peersShared
+	// says both are still the slot table's (SlotTable.sharePeers), which
+	// setPeerInc copies before it writes.
+	peers       []uint64
+	peerKnown   []bool
+	peersShared bool
 	// Own hellos and round time; period is the mean ticks between two
 	// Trains (thousandths, as round), waits included.
 	helloSeq, lastHello uint64
@@ -227,9 +230,12 @@ func (n *Node) initProtocol() {
 	n.proto.withholders = 0
 	n.proto.peers = make([]uint64, 0, len(n.members))
 	n.proto.peerKnown = make([]bool, 0, len(n.members))
+	n.proto.peersShared = false
 	for _, m := range n.members {
 		n.trackMember(m)
 	}
+	n.proto.peers, n.proto.peerKnown = n.vc.table.sharePeers(n.proto.peers, n.proto.peerKnown)
+	n.proto.peersShared = true
 }
 
 // Tick advances the core's time by one tick: hellos, failure detection,
@@ -333,6 +339,10 @@ func (n *Node) peerInc(name string) (uint64, bool) {
 // setPeerInc records inc as the highest incarnation admitted on name.
 func (n *Node) setPeerInc(name string, inc uint64) {
 	i := n.vc.table.intern(name)
+	if n.proto.peersShared {
+		n.proto.peers, n.proto.peerKnown = slices.Clone(n.proto.peers), slices.Clone(n.proto.peerKnown)
+		n.proto.peersShared = false
+	}
 	n.proto.peers, n.proto.peerKnown = reach(n.proto.peers, i), reach(n.proto.peerKnown, i)
 	n.proto.peers[i], n.proto.peerKnown[i] = inc, true
 }

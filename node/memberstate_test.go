@@ -77,3 +77,22 @@ func TestCardTable(t *testing.T) {
 		t.Fatalf("a new card took index %d, not the free %d", r, i)
 	}
 }
+
+// Cores that start on one slot table with the same members share the
+// peers' incarnations; one that admits a newer incarnation copies them
+// first, and the others still read the old.
+func TestSharedPeersCopiedOnChange(t *testing.T) {
+	table := NewSlotTable(4)
+	cl := newClusterWith(t, 3, 1, 5, "raw", 1, func(c *Config) { c.Slots = table })
+	a, b := cl.nodes["node-00"], cl.nodes["node-01"]
+	if &a.proto.peers[0] != &b.proto.peers[0] || !a.proto.peersShared {
+		t.Fatal("two cores that started alike keep two copies of the peers")
+	}
+	a.setPeerInc("node-02", 5)
+	if inc, _ := a.peerInc("node-02"); inc != 5 {
+		t.Fatalf("the core that changed it reads %d, want 5", inc)
+	}
+	if inc, ok := b.peerInc("node-02"); !ok || inc != 0 || &b.proto.peers[0] != &table.peers[0] {
+		t.Fatalf("a change by one core reached another: %d, %v", inc, ok)
+	}
+}
