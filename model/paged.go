@@ -1,9 +1,6 @@
 package model
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // PagedVec is a vector of float64 that allocates only the pages written
 // to. A node of a large mesh trains on a few rows and touches a few
@@ -13,30 +10,32 @@ import (
 //
 // A node of a thousand-node simulation writes a hundred or so keys of each
 // of its vectors (Adam's two moments, the error feedback residual), about
-// one per page of 64 keys, and a directory of every page beside them: 40 KB
-// a vector, most of it zeros, a third of such a simulation's heap. Pages
-// are therefore 8 keys, found in a map while few are written, and in a
-// directory of every page (1 byte a key) once a quarter of them are, where
-// the map would cost more than the directory.
+// one per 64 keys: pages of 64 keys were mostly zeros, a third of such a
+// simulation's heap. The directory therefore has a chunk of eight 8-key
+// page pointers per 64 keys, allocated when one of them is written, and a
+// key costs its chunk and its page (128 bytes for a key alone in its 64,
+// 512 before). A map of 8-key pages took as little memory but made Adam's
+// step six times slower for a trainer that writes thousands of keys a
+// step; the chunks cost one load more than a directory of pages, and At
+// stays small enough to inline.
 type PagedVec struct {
-	// pages is the directory of every page, nil while sparse holds the
-	// pages written; n is how many pages the vector has.
-	pages  []*[vecPageLen]float64
-	sparse map[uint64]*[vecPageLen]float64
-	n      int
+	chunks []*pageChunk
 }
+
+// pageChunk holds the 8-key pages of 64 keys.
+type pageChunk [pageLen / sparsePageLen]*[sparsePageLen]float64
 
 const (
 	pageBits = 6
 	pageLen  = 1 << pageBits
-	// vecPageBits sets a PagedVec's page size (the gradient scratch has
-	// pages of pageLen keys, one bit each in a word).
-	vecPageBits = 3
-	vecPageLen  = 1 << vecPageBits
+	// sparsePageBits sets the size of a PagedVec's pages (the gradient
+	// scratch has pages of pageLen keys, one bit each in a word).
+	sparsePageBits = 3
+	sparsePageLen  = 1 << sparsePageBits
 )
 
 func newPagedVec(n int) PagedVec {
-	return PagedVec{n: (n + vecPageLen - 1) / vecPageLen}
+	return PagedVec{chunks: make([]*pageChunk, (n+pageLen-1)/pageLen)}
 }
 
 // NewPagedVec returns a paged vector of n values, all +0.
@@ -45,22 +44,13 @@ func NewPagedVec(n int) *PagedVec {
 	return &v
 }
 
-// len is the vector's length rounded up to whole pages.
-func (v *PagedVec) len() int { return v.n * vecPageLen }
-
-// page returns page i, or nil when it was never written.
-func (v *PagedVec) page(i uint64) *[vecPageLen]float64 {
-	if v.pages != nil {
-		return v.pages[i]
-	}
-	return v.sparse[i]
-}
-
 // Get returns the value at key k, +0 where nothing was written, without
 // allocating.
 func (v *PagedVec) Get(k uint64) float64 {
-	if p := v.page(k >> vecPageBits); p != nil {
-		return p[k&(vecPageLen-1)]
+	if c := v.chunks[k>>pageBits]; c != nil {
+		if p := c[(k>>sparsePageBits)&(pageLen/sparsePageLen-1)]; p != nil {
+			return p[k&(sparsePageLen-1)]
+		}
 	}
 	return 0
 }
@@ -68,51 +58,38 @@ func (v *PagedVec) Get(k uint64) float64 {
 // At returns where key k lives, allocating its page. The address stays
 // valid as other pages are allocated.
 func (v *PagedVec) At(k uint64) *float64 {
-	i := k >> vecPageBits
-	p := v.page(i)
-	if p == nil {
-		if i >= uint64(v.n) {
-			panic(fmt.Sprintf("model: key %d of a paged vector of %d values", k, v.len()))
-		}
-		p = new([vecPageLen]float64)
-		switch {
-		case v.pages != nil:
-			v.pages[i] = p
-		case 4*(len(v.sparse)+1) >= v.n:
-			// Dense enough for the directory.
-			v.pages = make([]*[vecPageLen]float64, v.n)
-			for j, q := range v.sparse {
-				v.pages[j] = q
-			}
-			v.pages[i], v.sparse = p, nil
-		default:
-			if v.sparse == nil {
-				v.sparse = map[uint64]*[vecPageLen]float64{}
-			}
-			v.sparse[i] = p
-		}
+	c := v.chunks[k>>pageBits]
+	if c == nil {
+		c = new(pageChunk)
+		v.chunks[k>>pageBits] = c
 	}
-	return &p[k&(vecPageLen-1)]
+	i := (k >> sparsePageBits) & (pageLen/sparsePageLen - 1)
+	if c[i] == nil {
+		c[i] = new([sparsePageLen]float64)
+	}
+	return &c[i][k&(sparsePageLen-1)]
 }
 
-// each calls f with every page written and its index.
-func (v *PagedVec) each(f func(i int, p *[vecPageLen]float64)) {
-	for i, p := range v.pages {
-		if p != nil {
-			f(i, p)
+// each calls f with the first key and the values of every page written.
+func (v *PagedVec) each(f func(first int, vals []float64)) {
+	for i, c := range v.chunks {
+		if c == nil {
+			continue
 		}
-	}
-	for i, p := range v.sparse {
-		f(int(i), p)
+		for j, p := range c {
+			if p != nil {
+				f(i*pageLen+j*sparsePageLen, p[:])
+			}
+		}
 	}
 }
 
 // dense returns the first n values as a new slice.
 func (v *PagedVec) dense(n int) []float64 {
 	out := make([]float64, n)
-	v.each(func(i int, p *[vecPageLen]float64) {
-		if i*vecPageLen < n {
-			copy(out[i*vecPageLen:], p[:min(vecPageLen, n-i*vecPageLen)])
+	v.each(func(first int, vals []float64) {
+		if first < n {
+			copy(out[first:], vals[:min(len(vals), n-first)])
 		}
 	})
 	return out
@@ -121,7 +98,7 @@ func (v *PagedVec) dense(n int) []float64 {
 // load replaces the values with src, allocating the pages that hold a
 // value other than +0.
 func (v *PagedVec) load(src []float64) {
-	v.pages, v.sparse = nil, nil
+	clear(v.chunks)
 	for k, x := range src {
 		if math.Float64bits(x) != 0 {
 			*v.At(uint64(k)) = x
