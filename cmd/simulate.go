@@ -30,7 +30,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	wan := fs.String("wan", "lan", "modelled network: lan, geo3 or latency=50ms,bandwidth=100Mbit, optionally followed by ,loss=0.01 ,jitter=5ms ,dup=0.001 ,reorder=0.01")
 	computeTime := fs.Duration("compute-time", 10*time.Millisecond, "virtual compute time of one iteration")
 	relayWindow := fs.Duration("relay-window", 10*time.Millisecond, "virtual time a node collects arrivals before forwarding them, so relays batch per next hop; relays held when the node sends its own update leave with it (0 = forward at once)")
-	faults := fs.String("faults", "", "fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal', 'at 45: join 2'")
+	faults := fs.String("faults", "", "file of the fault script: one step per line, e.g. 'at 20: kill 25%', 'at 30: partition 0-7 | 8-15', 'at 40: heal', 'at 45: join 2' (sim/testdata/scenarios has examples)")
 	asJSON := fs.Bool("json", false, "print one JSON report on stdout instead of the summary")
 	history := fs.Int("history", 4096, "own updates each node keeps for members that missed them, in iterations (>= 1); a node cut off for longer catches up by snapshot, as a new incarnation")
 	if err := parseFlags(fs, args, stderr); err != nil {
