@@ -26,7 +26,7 @@ func TestExchangeBadInput(t *testing.T) {
 		{[]string{"testnet", "--compare", "raw:local-steps"}, `--compare item "raw:local-steps": "local-steps" is not flag=value`},
 		{[]string{"testnet", "--compare", "lz4"}, `--compare item "lz4": "lz4" is neither default nor a codec`},
 		{[]string{"testnet", "--compare", "raw:outer-lr=x"}, `--compare item "raw:outer-lr=x": outer-lr=x: parse error`},
-		{[]string{"testnet", "--budget", "3"}, "--budget 3: want auto, measured, 0 (no bound) or at least one frame (20 bytes with --codec sketchml)"},
+		{[]string{"testnet", "--budget", "3"}, "--budget 3: want auto, measured, 0 (no bound) or at least one frame (13 bytes with --codec sketchml)"},
 		{[]string{"testnet", "--budget", "-1", "--codec", "raw"}, "--budget -1: want auto, measured, 0 (no bound) or at least one frame"},
 		{[]string{"testnet", "--budget", "4096", "--error-feedback=false"}, "--budget 4096: what a budget cuts is kept in the error feedback residual"},
 		{[]string{"testnet", "--budget", "lots"}, `invalid value "lots" for flag --budget: want auto, measured, 0 (no bound) or a byte count`},

@@ -21,7 +21,9 @@ func TestNames(t *testing.T) {
 		if err != nil || c.Name() != n {
 			t.Fatalf("ByName(%q) = %v, %v", n, c, err)
 		}
-		f, err := c.Encode(nil, Sparse{Keys: []uint64{3}, Values: []float32{1}})
+		// Large enough that sketchml writes its own frame (a small update
+		// gets a uniform8 one, TestSketchMLWritesUniform8WhereItDominates).
+		f, err := c.Encode(nil, laplaceUpdate(1, 5000, 1<<20, 1e-3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,10 +133,11 @@ func TestLosslessRoundTrip(t *testing.T) {
 }
 
 // sketchConfigs covers the coders, representatives and some unusual
-// parameters.
+// parameters, all writing the sketch frame (never a uniform8 one in its
+// place), whose guarantee the tests check.
 func sketchConfigs() map[string]SketchMLConfig {
 	m := map[string]SketchMLConfig{}
-	base := DefaultSketchMLConfig()
+	base := sketchOnly()
 	m["default"] = base
 	for _, kc := range []KeyCoding{KeyCodingDeltaBinary, KeyCodingHuffman} {
 		for _, cc := range []CellCoding{CellCodingPacked, CellCodingHuffman} {
@@ -286,7 +289,7 @@ func TestSketchMLProperties(t *testing.T) {
 // quantification error remains, which the test computes directly.
 func TestSketchMLError(t *testing.T) {
 	u := laplaceUpdate(11, 20000, 1<<20, 1e-3)
-	m, err := Measure(mustSketchML(t, DefaultSketchMLConfig()), u)
+	m, err := Measure(mustSketchML(t, sketchOnly()), u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +311,7 @@ func TestSketchMLError(t *testing.T) {
 		normSq += float64(v) * float64(v)
 	}
 	quantErr := math.Sqrt(errSq / normSq)
-	wide := DefaultSketchMLConfig()
+	wide := sketchOnly()
 	wide.Rows, wide.ColumnRatio = 8, 16
 	m, err = Measure(mustSketchML(t, wide), u)
 	if err != nil {
@@ -328,7 +331,7 @@ func TestRepresentativeChoice(t *testing.T) {
 		u := laplaceUpdate(12, 20000, 1<<20, 1e-3)
 		errs := map[Representative]float64{}
 		for _, rep := range []Representative{RepresentativeMemberMean, RepresentativeSplitMidpoint} {
-			cfg := DefaultSketchMLConfig()
+			cfg := sketchOnly()
 			cfg.ColumnRatio, cfg.Representative = ratio, rep
 			m, err := Measure(mustSketchML(t, cfg), u)
 			if err != nil {
@@ -341,6 +344,14 @@ func TestRepresentativeChoice(t *testing.T) {
 		}
 		t.Logf("column ratio %v: rel L2 member mean %.4f, split midpoint %.4f", ratio, errs[RepresentativeMemberMean], errs[RepresentativeSplitMidpoint])
 	}
+}
+
+// sketchOnly is the default configuration without the uniform8 frame in
+// place of the sketch: what a test of the sketch itself measures.
+func sketchOnly() SketchMLConfig {
+	cfg := DefaultSketchMLConfig()
+	cfg.SketchOnly = true
+	return cfg
 }
 
 func mustSketchML(t testing.TB, cfg SketchMLConfig) *SketchML {

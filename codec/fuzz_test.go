@@ -145,7 +145,7 @@ func FuzzSketchMLRoundTrip(f *testing.F) {
 	f.Add([]byte("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11"), uint16(256), uint8(2), uint16(8), uint8(3), false)
 	f.Add(slices.Repeat([]byte{0x3f, 0x80, 0, 0, 0xbf, 0, 0, 1, 0, 0, 0, 0}, 50), uint16(3), uint8(1), uint16(1), uint8(0), true)
 	f.Fuzz(func(t *testing.T, data []byte, q uint16, rows uint8, groups uint16, ratio uint8, dense bool) {
-		cfg := DefaultSketchMLConfig()
+		cfg := sketchOnly()
 		cfg.Quantiles = 3 + int(q)%(maxQuantiles-2)
 		cfg.Rows = 1 + int(rows)%maxRows
 		cfg.Groups = 1 + int(groups)%cfg.Quantiles

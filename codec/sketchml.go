@@ -2,6 +2,7 @@ package codec
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -96,6 +97,10 @@ type SketchMLConfig struct {
 	// sketch columns per frame, ignoring ColumnRatio: the least relative
 	// L2 error whose frame takes at most ByteBudget bytes.
 	ByteBudget int
+	// SketchOnly writes the sketch frame even where a uniform8 frame of the
+	// update is no larger and no less accurate (see encode); for measuring
+	// the sketch itself.
+	SketchOnly bool
 }
 
 // Limits on SketchMLConfig, also enforced on frames.
@@ -198,7 +203,72 @@ type frameStats struct {
 	upper    []float32 // per value, the largest magnitude it may decode to; nil means the original magnitude
 }
 
+// encode writes the sketch frame of u or, where a uniform8 frame of u is
+// no larger and its squared error no larger either, that frame instead
+// (with ByteBudget: where it fits the budget with no larger error, or the
+// sketch cannot fit at all). Below a few hundred pairs the sketch's fixed
+// part (up to q representatives, code tables, the hash seed) outweighs what
+// bucketing saves, and a byte a value is both smaller and far more
+// accurate; a receiver decodes either, since every frame names its codec.
 func (c *SketchML) encode(dst []byte, u Sparse, wantBounds bool) ([]byte, frameStats, error) {
+	start := len(dst)
+	dst, st, err := c.encodeSketch(dst, u, wantBounds)
+	// With a budget, ErrBadInput is the budget refusing the sketch (a bad
+	// update fails uniform8's validation below as well).
+	if c.cfg.SketchOnly || (err != nil && !(c.cfg.ByteBudget > 0 && errors.Is(err, ErrBadInput))) {
+		return dst, st, err
+	}
+	limit := len(dst) - start // the uniform8 frame's bytes at most
+	if c.cfg.ByteBudget > 0 {
+		limit = c.cfg.ByteBudget
+	}
+	// A uniform8 frame takes at least a byte a value beyond its fixed part;
+	// large updates stop here at no cost.
+	if u8MinLen(len(u.Values), u.Dense()) > limit {
+		return dst, st, err
+	}
+	alt, altSt, altErr := Uniform8{}.encode(nil, u, wantBounds)
+	if altErr != nil || len(alt) > limit {
+		return dst, st, err
+	}
+	if err == nil {
+		sketchErr, err := decodedSqError(dst[start:], u)
+		if err != nil {
+			return dst[:start], frameStats{}, fmt.Errorf("sketchml: decoding own frame: %w", err)
+		}
+		altSqErr, err := decodedSqError(alt, u)
+		if err != nil {
+			return dst[:start], frameStats{}, fmt.Errorf("uniform8: decoding own frame: %w", err)
+		}
+		if altSqErr > sketchErr {
+			return dst, st, nil
+		}
+	}
+	return append(dst[:start], alt...), altSt, nil
+}
+
+// decodedSqError is the squared L2 distance between what frame decodes to
+// and u's values.
+func decodedSqError(frame []byte, u Sparse) (float64, error) {
+	d, err := Decode(frame)
+	if err != nil {
+		return 0, err
+	}
+	return sqError(d.Values, u.Values), nil
+}
+
+// sqError is the squared L2 distance between two vectors of one length.
+func sqError(decoded, original []float32) float64 {
+	var sum float64
+	for i, v := range original {
+		d := float64(decoded[i]) - float64(v)
+		sum += d * d
+	}
+	return sum
+}
+
+// encodeSketch writes u's sketchml frame.
+func (c *SketchML) encodeSketch(dst []byte, u Sparse, wantBounds bool) ([]byte, frameStats, error) {
 	if u.Keys != nil && len(u.Keys) != len(u.Values) {
 		return dst, frameStats{}, validate(u)
 	}
@@ -215,7 +285,7 @@ func (c *SketchML) encode(dst []byte, u Sparse, wantBounds bool) ([]byte, frameS
 		finer := *c
 		finer.cfg.Quantiles = min(2*c.cfg.Quantiles, maxQuantiles)
 		finer.width = ceilDiv(finer.cfg.Quantiles, c.cfg.Groups)
-		return finer.encode(dst, u, wantBounds)
+		return finer.encodeSketch(dst, u, wantBounds)
 	}
 	var st frameStats
 	var err error

@@ -15,6 +15,7 @@ import (
 //	representative=mean|midpoint
 //	target-error=E           TargetError, a relative L2 error in (0, 1)
 //	budget=BYTES             ByteBudget, bytes a frame may take
+//	fallback=uniform8|off    off sets SketchOnly: never a uniform8 frame in place of the sketch
 //
 // For example "sketchml:layout=width" is the paper's group layout with the
 // project's coders. Options start from DefaultSketchMLConfig. Other codecs
@@ -85,6 +86,13 @@ func (cfg *SketchMLConfig) set(key, val string) error {
 		return integer(&cfg.Groups)
 	case "budget":
 		return integer(&cfg.ByteBudget)
+	case "fallback":
+		var off uint8
+		if err := choice(&off, "uniform8", "off"); err != nil {
+			return err
+		}
+		cfg.SketchOnly = off == 1
+		return nil
 	case "columns":
 		return real(&cfg.ColumnRatio)
 	case "target-error":
@@ -97,5 +105,5 @@ func (cfg *SketchMLConfig) set(key, val string) error {
 		cfg.Seed = n
 		return nil
 	}
-	return fmt.Errorf("%w: unknown option %q (known: layout, quantiles, rows, groups, columns, seed, keys, cells, representative, target-error, budget)", ErrBadInput, key)
+	return fmt.Errorf("%w: unknown option %q (known: layout, quantiles, rows, groups, columns, seed, keys, cells, representative, target-error, budget, fallback)", ErrBadInput, key)
 }

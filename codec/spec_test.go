@@ -19,11 +19,18 @@ func TestParseSpec(t *testing.T) {
 	if c, err := ParseSpec("sketchml:budget=4096"); err != nil || c.(*SketchML).Config().ByteBudget != 4096 {
 		t.Errorf("budget: %v %v", c, err)
 	}
+	if c, err := ParseSpec("sketchml:fallback=off"); err != nil || !c.(*SketchML).Config().SketchOnly {
+		t.Errorf("fallback=off: %v %v", c, err)
+	}
+	if c, err := ParseSpec("sketchml:fallback=uniform8"); err != nil || c.(*SketchML).Config().SketchOnly {
+		t.Errorf("fallback=uniform8: %v %v", c, err)
+	}
 	if c, err := ParseSpec("uniform8"); err != nil || c.Name() != "uniform8" {
 		t.Errorf("uniform8: %v %v", c, err)
 	}
 	for spec, frag := range map[string]string{
 		"sketchml:layout=wide":               `"wide" is not one of width, energy`,
+		"sketchml:fallback=zstd":             `"zstd" is not one of uniform8, off`,
 		"sketchml:colour=red":                `unknown option "colour"`,
 		"sketchml:layout":                    "want option=value",
 		"sketchml:quantiles=lots":            "invalid syntax",

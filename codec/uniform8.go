@@ -114,6 +114,17 @@ func (c Uniform8) encode(dst []byte, u Sparse, wantBounds bool) ([]byte, frameSt
 	return dst, st, nil
 }
 
+// u8MinLen is the fewest bytes a uniform8 frame of n values can take:
+// header, flags, count, scale, a code a value and, sparse, at least a byte
+// of key list length.
+func u8MinLen(n int, dense bool) int {
+	fixed := headerLen + 1 + uvarintLen(uint64(n)) + 4
+	if !dense {
+		fixed++
+	}
+	return fixed + n
+}
+
 func u8Need(n int, dense bool) int {
 	if dense {
 		return allocCost(4 * n)

@@ -51,7 +51,7 @@ func newClusterWith(t *testing.T, p, staleness int, iterations uint64, cdc strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := codec.ByName(cdc)
+	c, err := codec.ParseSpec(cdc)
 	if err != nil {
 		t.Fatal(err)
 	}
