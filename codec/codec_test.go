@@ -22,8 +22,8 @@ func TestNames(t *testing.T) {
 			t.Fatalf("ByName(%q) = %v, %v", n, c, err)
 		}
 		// Large enough that sketchml writes its own frame (a small update
-		// gets a uniform8 one, TestSketchMLWritesUniform8WhereItDominates).
-		f, err := c.Encode(nil, laplaceUpdate(1, 5000, 1<<20, 1e-3))
+		// gets a uniform8 one, TestSketchMLWritesUniform8WhereItServesBetter).
+		f, err := c.Encode(nil, syntheticGradients()["heavy tail"])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,16 +63,16 @@
 //     magnitude is at most the largest magnitude among the values that
 //     share v's bucket (the paper's underestimation property, made exact).
 //     The decoded bucket is at most ceil(q/r)-1 buckets from v's.
-//     That holds for sketchml's own frames (id 2). Where a round-to-nearest
-//     uniform8 frame of the same update is no larger and decodes to no
-//     larger squared error, the sketchml encoder writes that frame instead
-//     (id 3, uniform8's guarantee; SketchOnly turns this off): below a few
-//     hundred pairs the sketch's fixed part, up to q representatives and
-//     two code tables, outweighs what bucketing saves. On the first
-//     logistic-regression gradients of the shared sets that is every set
-//     below about 600 pairs an update (a9a, w8a, dna, digits, letter,
-//     heart_scale, abalone), at 1.3-2.9 times the compression and a
-//     twentieth to a hundredth of the error of the sketch frame.
+//     That holds for sketchml's own frames (id 2). The sketchml encoder
+//     writes the update's round-to-nearest uniform8 frame instead (id 3,
+//     uniform8's guarantee) where that frame costs fewer bits, counting a
+//     bit a value for each halving of the L2 error, up to 4 (with
+//     ByteBudget: where it fits with less error; with TargetError: where
+//     it is no larger and meets the target or beats the sketch); so a
+//     frame no larger and no less accurate always replaces the sketch.
+//     Below a few hundred pairs the sketch's fixed part, up to q
+//     representatives and two code tables, outweighs what bucketing
+//     saves. SketchOnly turns this off.
 //   - uniform8: the decoded value has v's sign or is zero, its magnitude is
 //     at most the grid point at or above |v|, and it is within one grid
 //     step (max|v|/127) of v; half a step when rounding to nearest.

@@ -116,6 +116,13 @@ func dbPayloadLen(count, dataBytes int) int { return 2 + (count+3)/4 + dataBytes
 
 // appendDeltaBinary appends the delta-binary payload of keys.
 func appendDeltaBinary(dst []byte, keys []uint64) []byte {
+	w, dataBytes := deltaBinaryPlan(keys)
+	return appendDeltaBinaryWidths(dst, keys, w, dataBytes)
+}
+
+// deltaBinaryPlan returns the widths of keys' delta-binary list and the
+// bytes of its gaps (the payload is dbPayloadLen of them).
+func deltaBinaryPlan(keys []uint64) (dbWidths, int) {
 	var hist [9]int
 	prev := uint64(0)
 	for i, k := range keys {
@@ -126,8 +133,7 @@ func appendDeltaBinary(dst []byte, keys []uint64) []byte {
 		prev = k
 		hist[byteLen(x)]++
 	}
-	w, dataBytes := chooseWidths(&hist)
-	return appendDeltaBinaryWidths(dst, keys, w, dataBytes)
+	return chooseWidths(&hist)
 }
 
 func appendDeltaBinaryWidths(dst []byte, keys []uint64, w dbWidths, dataBytes int) []byte {

@@ -201,15 +201,22 @@ type frameStats struct {
 	keyBytes int       // bytes spent on keys; -1 when not separable
 	padBytes int       // zero padding added for the decode budget
 	upper    []float32 // per value, the largest magnitude it may decode to; nil means the original magnitude
+	sqErr    float64   // uniform8: the squared L2 error of what the frame decodes to
 }
 
-// encode writes the sketch frame of u or, where a uniform8 frame of u is
-// no larger and its squared error no larger either, that frame instead
-// (with ByteBudget: where it fits the budget with no larger error, or the
-// sketch cannot fit at all). Below a few hundred pairs the sketch's fixed
-// part (up to q representatives, code tables, the hash seed) outweighs what
-// bucketing saves, and a byte a value is both smaller and far more
-// accurate; a receiver decodes either, since every frame names its codec.
+// encode writes the sketch frame of u or, where it serves better, u's
+// round-to-nearest uniform8 frame: below a few hundred pairs the sketch's
+// fixed part (up to q representatives, code tables, the hash seed)
+// outweighs what bucketing saves, and a byte a value is smaller or, for a
+// few more bytes, far more accurate. A receiver decodes either, since every
+// frame names its codec. Which serves better:
+//   - with ByteBudget, the one that fits with the smaller squared error;
+//   - with TargetError, uniform8 when it is no larger and meets the target
+//     or has no larger error;
+//   - else the one of lower rate-distortion cost (fewerBits): bits plus a
+//     bit a value for each doubling of the L2 error, the slope of a good
+//     quantizer at high rate, so a frame no larger with no larger error
+//     always wins.
 func (c *SketchML) encode(dst []byte, u Sparse, wantBounds bool) ([]byte, frameStats, error) {
 	start := len(dst)
 	dst, st, err := c.encodeSketch(dst, u, wantBounds)
@@ -218,33 +225,76 @@ func (c *SketchML) encode(dst []byte, u Sparse, wantBounds bool) ([]byte, frameS
 	if c.cfg.SketchOnly || (err != nil && !(c.cfg.ByteBudget > 0 && errors.Is(err, ErrBadInput))) {
 		return dst, st, err
 	}
-	limit := len(dst) - start // the uniform8 frame's bytes at most
-	if c.cfg.ByteBudget > 0 {
+	n := len(u.Values)
+	sketchLen := len(dst) - start
+	limit := sketchLen + n*maxGainBits/8 // no more can pay for itself
+	switch {
+	case c.cfg.ByteBudget > 0:
 		limit = c.cfg.ByteBudget
+	case c.cfg.TargetError > 0:
+		limit = sketchLen
 	}
-	// A uniform8 frame takes at least a byte a value beyond its fixed part;
-	// large updates stop here at no cost.
-	if u8MinLen(len(u.Values), u.Dense()) > limit {
+	// Large updates stop here, at the cost of a pass over their keys.
+	if u8Len(u) > limit {
 		return dst, st, err
 	}
 	alt, altSt, altErr := Uniform8{}.encode(nil, u, wantBounds)
-	if altErr != nil || len(alt) > limit {
+	if altErr != nil {
 		return dst, st, err
 	}
 	if err == nil {
-		sketchErr, err := decodedSqError(dst[start:], u)
+		sketchSq, err := decodedSqError(dst[start:], u)
 		if err != nil {
 			return dst[:start], frameStats{}, fmt.Errorf("sketchml: decoding own frame: %w", err)
 		}
-		altSqErr, err := decodedSqError(alt, u)
-		if err != nil {
-			return dst[:start], frameStats{}, fmt.Errorf("uniform8: decoding own frame: %w", err)
+		var better bool
+		switch {
+		case c.cfg.ByteBudget > 0:
+			better = altSt.sqErr <= sketchSq
+		case c.cfg.TargetError > 0:
+			better = altSt.sqErr <= sketchSq || altSt.sqErr <= c.cfg.TargetError*c.cfg.TargetError*sqNorm(u.Values)
+		default:
+			better = fewerBits(len(alt), altSt.sqErr, sketchLen, sketchSq, n)
 		}
-		if altSqErr > sketchErr {
+		if !better {
 			return dst, st, nil
 		}
 	}
 	return append(dst[:start], alt...), altSt, nil
+}
+
+// maxGainBits caps what fewerBits credits a frame for its lower error, in
+// bits a value (a 16-fold lower L2 error): the exchange rate holds for
+// errors of the same order, not for a frame that is exact against one that
+// is not. It also spares the encoder the trial of a uniform8 frame more
+// than half a byte a value larger than the sketch's, as large updates'
+// frames are.
+const maxGainBits = 4
+
+// fewerBits reports whether a frame of aBytes decoding to squared error aSq
+// costs no more than one of bBytes and bSq, both of n values, at a bit a
+// value for each halving of the L2 error (a quarter of the squared error).
+func fewerBits(aBytes int, aSq float64, bBytes int, bSq float64, n int) bool {
+	var gain float64 // bits a value a's lower error is worth
+	switch {
+	case aSq == bSq:
+	case aSq == 0:
+		gain = maxGainBits
+	case bSq == 0:
+		gain = -maxGainBits
+	default:
+		gain = max(-maxGainBits, min(maxGainBits, 0.5*math.Log2(bSq/aSq)))
+	}
+	return 8*float64(aBytes-bBytes) <= gain*float64(n)
+}
+
+// sqNorm is the squared L2 norm of values.
+func sqNorm(values []float32) float64 {
+	var sum float64
+	for _, v := range values {
+		sum += float64(v) * float64(v)
+	}
+	return sum
 }
 
 // decodedSqError is the squared L2 distance between what frame decodes to

@@ -105,6 +105,8 @@ func (c Uniform8) encode(dst []byte, u Sparse, wantBounds bool) ([]byte, frameSt
 		if v < 0 {
 			code = -code
 		}
+		d := float64(u8Value(code, scale)) - float64(v)
+		st.sqErr += d * d
 		dst = append(dst, byte(int8(code)))
 	}
 	// Uniform8 frames cost at least 2.25 bytes per pair and need at most 12
@@ -114,15 +116,16 @@ func (c Uniform8) encode(dst []byte, u Sparse, wantBounds bool) ([]byte, frameSt
 	return dst, st, nil
 }
 
-// u8MinLen is the fewest bytes a uniform8 frame of n values can take:
-// header, flags, count, scale, a code a value and, sparse, at least a byte
-// of key list length.
-func u8MinLen(n int, dense bool) int {
-	fixed := headerLen + 1 + uvarintLen(uint64(n)) + 4
-	if !dense {
-		fixed++
+// u8Len is the length of u's uniform8 frame.
+func u8Len(u Sparse) int {
+	n := len(u.Values)
+	size := headerLen + 1 + uvarintLen(uint64(n)) + 4 + n
+	if !u.Dense() {
+		_, dataBytes := deltaBinaryPlan(u.Keys)
+		keys := dbPayloadLen(n, dataBytes)
+		size += uvarintLen(uint64(keys)) + keys
 	}
-	return fixed + n
+	return size
 }
 
 func u8Need(n int, dense bool) int {
