@@ -91,7 +91,7 @@ func (f *trainingFlags) register(fs *flag.FlagSet, command trainingCommand) {
 	default:
 		fs.Uint64Var(&f.iterations, "iterations", 200, "optimizer steps (iterations) each node takes (>= 1)")
 	}
-	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+wide)
+	fs.StringVar(&f.codec, "codec", "sketchml", "update codec: "+strings.Join(codec.Names(), ", ")+" (sketchml sends an update as a uniform8 frame where that costs fewer bits, as updates of a few hundred pairs do)"+wide)
 	fs.BoolVar(&f.errorFeedback, "error-feedback", true, "carry what a lossy codec dropped into the next update"+wide)
 	switch command {
 	case testnetCommand:
