@@ -140,7 +140,8 @@ func FuzzKeyRoundTrip(f *testing.F) {
 }
 
 // FuzzSketchMLRoundTrip encodes fuzz-made updates with fuzz-chosen
-// parameters and checks lossless keys and the value guarantee.
+// parameters and checks lossless keys and the value guarantee, and that
+// the frame written in the sketch's place never costs more bits.
 func FuzzSketchMLRoundTrip(f *testing.F) {
 	f.Add([]byte("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11"), uint16(256), uint8(2), uint16(8), uint8(3), false)
 	f.Add(slices.Repeat([]byte{0x3f, 0x80, 0, 0, 0xbf, 0, 0, 1, 0, 0, 0, 0}, 50), uint16(3), uint8(1), uint16(1), uint8(0), true)
@@ -194,6 +195,19 @@ func FuzzSketchMLRoundTrip(f *testing.F) {
 		d := mustDecode(t, frame)
 		sameKeys(t, s, d)
 		checkSketchGuarantee(t, c, s, d)
+		// The same parameters free to write a uniform8 frame instead: keys
+		// still exact, and never more bits than the sketch frame.
+		cfg.SketchOnly = false
+		chosen, err := mustSketchML(t, cfg).Encode(nil, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc := mustDecode(t, chosen)
+		sameKeys(t, s, dc)
+		if !fewerBits(len(chosen), sqError(dc.Values, s.Values), len(frame), sqError(d.Values, s.Values), s.Len()) {
+			name, _ := FrameCodec(chosen)
+			t.Fatalf("a %s frame of %d bytes in place of the sketch's %d costs more bits", name, len(chosen), len(frame))
+		}
 	})
 }
 
