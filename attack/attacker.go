@@ -687,7 +687,18 @@ func (a *Attacker) Report(members []Victim, rejected map[node.RejectReason]uint6
 		r.Rejected[string(k)] += v
 	}
 	for _, m := range members {
-		honest := uint64(len(members) * iterations)
+		// The honest updates m holds, counted by clock: on a loaded machine
+		// a member may have refused some while it took their origin for
+		// dead, and those are no attacker's.
+		var honest uint64
+		vc := m.Core.VectorClock()
+		for _, h := range members {
+			for c := 1; c <= iterations; c++ {
+				if vc.Has(h.Core.ID(), uint64(c)) {
+					honest++
+				}
+			}
+		}
 		if joined != nil {
 			honest += joined(m.Core)
 		}
