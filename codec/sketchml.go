@@ -97,9 +97,8 @@ type SketchMLConfig struct {
 	// sketch columns per frame, ignoring ColumnRatio: the least relative
 	// L2 error whose frame takes at most ByteBudget bytes.
 	ByteBudget int
-	// SketchOnly writes the sketch frame even where a uniform8 frame of the
-	// update is no larger and no less accurate (see encode); for measuring
-	// the sketch itself.
+	// SketchOnly writes the sketch frame even where the update's uniform8
+	// frame costs fewer bits (see encode); for measuring the sketch itself.
 	SketchOnly bool
 }
 
@@ -133,6 +132,9 @@ func DefaultSketchMLConfig() SketchMLConfig {
 // the bucket indexes, and delta-binary or entropy-coded keys. Keys are
 // lossless; a decoded value keeps its original's sign (or is zero) and its
 // magnitude never exceeds the largest magnitude in the original's bucket.
+// Where an update's uniform8 frame serves better (see encode), typically
+// below a few hundred pairs, it writes that frame, with uniform8's
+// guarantee, unless SketchOnly.
 type SketchML struct {
 	cfg   SketchMLConfig
 	width int // buckets per group, ceil(q/r)
