@@ -230,22 +230,21 @@ func remember[V any](entries map[string]V, fifo []string, limit int, key string)
 	return append(fifo, key)
 }
 
-// kept returns the entry the nodes keep for frame as an update of clock
-// with signature sig, or nil when the cache does not hold frame.
-func (c *DecodeCache) kept(clock uint64, frame, sig []byte) *keptUpdate {
-	if d := c.get(frame); d != nil {
-		return d.keep(clock, sig)
+// kept returns the entry the nodes keep for u, or nil when the cache does
+// not hold u's frame.
+func (c *DecodeCache) kept(u Update) *keptUpdate {
+	if d := c.get(u.Frame); d != nil {
+		return d.keep(u)
 	}
 	return nil
 }
 
-// keep returns the entry the nodes keep for d's frame as an update of
-// clock with signature sig.
-func (d *decoded) keep(clock uint64, sig []byte) *keptUpdate {
-	if k := d.kept; k != nil && k.clock == clock && bytes.Equal(k.sig, sig) {
+// keep returns the entry the nodes keep for u, whose frame is d's.
+func (d *decoded) keep(u Update) *keptUpdate {
+	if k := d.kept; k != nil && k.clock == u.Clock && k.origin == u.Origin && bytes.Equal(k.sig, u.Sig) {
 		return k
 	}
-	k := &keptUpdate{clock: clock, frame: d.frame, sig: slices.Clone(sig)}
+	k := &keptUpdate{origin: u.Origin, clock: u.Clock, frame: d.frame, sig: slices.Clone(u.Sig)}
 	if d.kept == nil {
 		d.kept = k
 	}

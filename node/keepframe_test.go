@@ -71,7 +71,10 @@ func TestUpdateTwiceInOneEnvelopeIsAppliedOnceAndNotKept(t *testing.T) {
 	if err := a.Train(); err != nil {
 		t.Fatal(err)
 	}
-	u := a.lastOwn.update("a/1")
+	u := a.lastOwn.update()
+	if u.Origin != "a/1" {
+		t.Fatalf("the kept entry names origin %q, want a/1", u.Origin)
+	}
 	b.Receive("a/1", EncodeEnvelope([]Update{u, u}))
 	c.Receive("a/1", EncodeEnvelope([]Update{u}))
 	if !b.vc.Has("a/1", u.Clock) || !c.vc.Has("a/1", u.Clock) {

@@ -615,18 +615,14 @@ type QueuePool struct {
 	read   []Update
 }
 
-// queued is an update waiting in an outbox: its origin's slot in the
-// node's slot table (an id, 16 bytes, made each 24) and the entry kept for
-// it (clock, frame and signature), which the node's log of kept frames
-// and, in a simulator, the other cores share.
+// queued is an update waiting in an outbox: the entry kept for it (origin,
+// clock, frame and signature), which the node's log of kept frames and, in
+// a simulator, the other cores share. It is a pointer alone: an outbox
+// holds about P of them at the end of an iteration, P² in a simulator, and
+// the origin's slot beside it made each twice the size.
 type queued struct {
-	origin int32
 	*keptUpdate
 }
-
-// update is q as it goes on the wire; t is the slot table of the node
-// that queued it.
-func (q queued) update(t *SlotTable) Update { return q.keptUpdate.update(t.names[q.origin]) }
 
 // get returns a spare queue, empty, or nil.
 func (p *QueuePool) get() []queued {
@@ -648,12 +644,12 @@ func (p *QueuePool) put(q []queued) {
 	p.queues = append(p.queues, q[:0])
 }
 
-// updates returns q, queued by a node on slot table t, as Updates, in a
-// slice that is valid until the next call.
-func (p *QueuePool) updates(q []queued, t *SlotTable) []Update {
+// updates returns q as Updates, in a slice that is valid until the next
+// call.
+func (p *QueuePool) updates(q []queued) []Update {
 	p.batch = p.batch[:0]
 	for _, e := range q {
-		p.batch = append(p.batch, e.update(t))
+		p.batch = append(p.batch, e.update())
 	}
 	return p.batch
 }
@@ -674,7 +670,7 @@ func (n *Node) ready() Ready {
 	slices.Sort(hops)
 	rd := Ready{Messages: make([]Message, 0, len(hops))}
 	for _, h := range hops {
-		for _, data := range encodeEnvelopes(n.spares.updates(n.outbox[h], n.vc.table), MaxEnvelopeBytes) {
+		for _, data := range encodeEnvelopes(n.spares.updates(n.outbox[h]), MaxEnvelopeBytes) {
 			rd.Messages = append(rd.Messages, Message{To: h, Data: data})
 			n.stats.MessagesSent++
 			n.stats.BytesSent += uint64(len(data))

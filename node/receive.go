@@ -141,9 +141,9 @@ func (n *Node) sameDecoded(frame []byte) bool {
 // kept comes from the cache's entry decode found, without a second lookup.
 func (n *Node) keepDecoded(u Update) *keptUpdate {
 	if n.sameDecoded(u.Frame) {
-		return n.decoded.keep(u.Clock, u.Sig)
+		return n.decoded.keep(u)
 	}
-	return n.keep(u.Clock, u.Frame, u.Sig).keptUpdate
+	return n.keep(u).keptUpdate
 }
 
 // sameArrays reports whether a and b are the same keys and values, not
@@ -266,7 +266,7 @@ func (n *Node) route(q int, k *keptUpdate) {
 		if !ok {
 			queue = n.spares.get()
 		}
-		n.outbox[hop] = append(queue, queued{int32(q), k})
+		n.outbox[hop] = append(queue, queued{k})
 		if origin != n.cfg.ID {
 			n.stats.UpdatesRelayed++
 		}

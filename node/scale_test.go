@@ -190,7 +190,7 @@ func TestQueuePoolBounded(t *testing.T) {
 		t.Fatalf("an empty pool gave %v", q)
 	}
 	for range maxSpareQueues + 3 {
-		p.put(append(make([]queued, 0, 8), queued{1, &keptUpdate{clock: 1, frame: []byte{1}}}))
+		p.put(append(make([]queued, 0, 8), queued{&keptUpdate{origin: "a", clock: 1, frame: []byte{1}}}))
 	}
 	if len(p.queues) != maxSpareQueues {
 		t.Fatalf("pool keeps %d queues, want %d", len(p.queues), maxSpareQueues)

@@ -126,9 +126,9 @@ func (n *Node) sendOwn(t uint64, frame []byte, decoded codec.Sparse) error {
 		u.Sig = sig
 	}
 	n.screen().own(decoded, len(n.committed))
-	n.lastOwn = &keptUpdate{clock: u.Clock, frame: u.Frame, sig: u.Sig}
+	n.lastOwn = &keptUpdate{origin: u.Origin, clock: u.Clock, frame: u.Frame, sig: u.Sig}
 	if c := n.cfg.DecodeCache; c != nil {
-		if k := c.kept(u.Clock, u.Frame, u.Sig); k != nil {
+		if k := c.kept(u); k != nil {
 			n.lastOwn = k
 		}
 	}
@@ -143,7 +143,7 @@ func (n *Node) skip(u Update) {
 		return
 	}
 	n.markRefused(UpdateID{Origin: u.Origin, Clock: u.Clock})
-	n.route(n.vc.slot(u.Origin), n.keep(u.Clock, u.Frame, u.Sig).keptUpdate)
+	n.route(n.vc.slot(u.Origin), n.keep(u).keptUpdate)
 }
 
 // RejectMarkedRefused counts updates a node's starting snapshot marked as

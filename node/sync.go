@@ -327,14 +327,19 @@ type SyncStats struct {
 type retained struct{ *keptUpdate }
 
 type keptUpdate struct {
-	clock uint64
-	frame []byte
-	sig   []byte // the origin's signature, resent with the frame
+	// origin is the member whose update this is: the entry is shared (by
+	// the logs and outboxes of every core on a decode cache), and its
+	// outbox entries are pointers to it alone, where an origin slot beside
+	// each made them twice the size (P² of them in a simulator).
+	origin string
+	clock  uint64
+	frame  []byte
+	sig    []byte // the origin's signature, resent with the frame
 }
 
-// update is k as origin's update on the wire.
-func (k *keptUpdate) update(origin string) Update {
-	return Update{Origin: origin, Clock: k.clock, Frame: k.frame, Sig: k.sig}
+// update is k as its origin's update on the wire.
+func (k *keptUpdate) update() Update {
+	return Update{Origin: k.origin, Clock: k.clock, Frame: k.frame, Sig: k.sig}
 }
 
 // peerUp is the view part of PeerUp.
@@ -413,7 +418,7 @@ func (n *Node) Snapshot() Snapshot {
 		}
 		for _, r := range n.logOf(i) {
 			if r.clock > snap.Clock {
-				snap.Pending = append(snap.Pending, r.update(m))
+				snap.Pending = append(snap.Pending, r.update())
 				if id := (UpdateID{Origin: m, Clock: r.clock}); n.refused[id] {
 					snap.Refused = append(snap.Refused, id)
 				}
@@ -480,7 +485,7 @@ func (n *Node) Receive(from string, data []byte) {
 		}
 		r := retained{n.kept[i]}
 		if r.keptUpdate == nil { // heard but refused (skip)
-			r = n.keep(u.Clock, u.Frame, u.Sig)
+			r = n.keep(u)
 		}
 		n.retainAt(q, u.Origin, r)
 	}
@@ -499,13 +504,13 @@ func (n *Node) Receive(from string, data []byte) {
 // keep returns the entry to keep for a frame of clock with its signature:
 // the decode cache's, which every node sharing the cache keeps alike, when
 // it has the frame, else one of copies. Kept entries are only read.
-func (n *Node) keep(clock uint64, frame, sig []byte) retained {
+func (n *Node) keep(u Update) retained {
 	if c := n.cfg.DecodeCache; c != nil {
-		if k := c.kept(clock, frame, sig); k != nil {
+		if k := c.kept(u); k != nil {
 			return retained{k}
 		}
 	}
-	return retained{&keptUpdate{clock: clock, frame: slices.Clone(frame), sig: slices.Clone(sig)}}
+	return retained{&keptUpdate{origin: u.Origin, clock: u.Clock, frame: slices.Clone(u.Frame), sig: slices.Clone(u.Sig)}}
 }
 
 // repeated reports whether the update at fresh[k] occurs more than once in
@@ -614,8 +619,8 @@ func (n *Node) handleSync(from string, data []byte) {
 			continue
 		}
 		for ; j < len(log) && log[j].clock <= limit; j++ {
-			u := queued{int32(i), log[j].keptUpdate}
-			size := updateWireBytes(u.update(n.vc.table))
+			u := queued{log[j].keptUpdate}
+			size := updateWireBytes(u.update())
 			// One update larger than the whole budget still goes, alone,
 			// or it could never be fetched.
 			if used+size > budget && used > 0 {

@@ -341,7 +341,7 @@ func TestSyncRetentionWindow(t *testing.T) {
 	}
 	// Once b is down, what a holds of it is kept up to History.
 	a.PeerDown(ids[1])
-	a.retain(ids[1], a.keep(30, []byte("x"), nil))
+	a.retain(ids[1], a.keep(Update{Origin: ids[1], Clock: 30, Frame: []byte("x")}))
 	if a.logLen(1) != 3 {
 		t.Fatalf("after PeerDown a keeps %d of b's frames, want 3", a.logLen(1))
 	}
@@ -368,7 +368,7 @@ func TestSyncRetentionWhileDegraded(t *testing.T) {
 		t.Fatalf("a counts c down and keeps %d of b's frames, want History = 6", got)
 	}
 	a.PeerUp(ids[2])
-	a.retain(ids[1], a.keep(11, []byte("x"), nil)) // the next frame of b evicts past the window again
+	a.retain(ids[1], a.keep(Update{Origin: ids[1], Clock: 11, Frame: []byte("x")})) // the next frame of b evicts past the window again
 	if got := a.logLen(1); got > 2+1 {
 		t.Fatalf("with everyone live again a keeps %d of b's frames", got)
 	}
@@ -635,7 +635,7 @@ func TestReadySplitsAtEnvelopeLimit(t *testing.T) {
 	a.PeerDown(ids[1]) // while b is down, a keeps all of b's frames it has
 	const frame = 22 << 20
 	for c := uint64(1); c <= 3; c++ {
-		a.retain(ids[1], a.keep(c, bytes.Repeat([]byte{byte(c)}, frame), nil))
+		a.retain(ids[1], a.keep(Update{Origin: ids[1], Clock: c, Frame: bytes.Repeat([]byte{byte(c)}, frame)}))
 	}
 	a.Receive(ids[2], EncodeSync(SyncMessage{Upto: 3, Have: []SyncEntry{{Origin: ids[1], Clock: 0}}}))
 	msgs := a.Ready().Messages
