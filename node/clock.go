@@ -1,7 +1,6 @@
 package node
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 )
@@ -41,12 +40,9 @@ type SlotTable struct {
 	slots map[string]int
 	// names[i] is the origin of slot i.
 	names []string
-	// ordered is how many slots, from the first, were interned in the
-	// order of their names (see compare); at and placed are
-	// placeBySlot's.
-	ordered int
-	at      []int32
-	placed  []pendingUpdate
+	// byName is every slot, in the order of the slots' names: the order
+	// a node reads its pending rows in (Node.pendingRow).
+	byName []int32
 	// start is the last member list a node on this table started with, and
 	// its slots (see startLists).
 	start      []string
@@ -104,51 +100,14 @@ func (t *SlotTable) intern(q string) int {
 	i := len(t.names)
 	t.slots[q] = i
 	t.names = append(t.names, q)
-	if t.ordered == i && (i == 0 || t.names[i-1] < q) {
-		t.ordered++
+	// The members a node starts with are interned in name order, each
+	// appended here after one comparison.
+	at := len(t.byName)
+	if at > 0 && t.names[t.byName[at-1]] > q {
+		at, _ = slices.BinarySearchFunc(t.byName, q, func(s int32, name string) int { return strings.Compare(t.names[s], name) })
 	}
+	t.byName = slices.Insert(t.byName, at, int32(i))
 	return i
-}
-
-// placeBySlot sorts row, a row of pending updates of distinct origins, by
-// origin when its origins' slots were all interned in name order and it
-// holds at least an eighth of them, and reports whether it did: it puts
-// each update at its slot and reads them back in slot order, O(P) for a
-// row of P, where a sort compared P log P pairs.
-func (t *SlotTable) placeBySlot(row []pendingUpdate) bool {
-	if 8*len(row) < t.ordered {
-		return false
-	}
-	t.at = reach(t.at, t.ordered-1)
-	for j, p := range row {
-		if int(p.slot) >= t.ordered || t.at[p.slot] != 0 {
-			clear(t.at)
-			return false
-		}
-		t.at[p.slot] = int32(j + 1)
-	}
-	t.placed = append(t.placed[:0], row...)
-	k := 0
-	for s, j := range t.at {
-		if j != 0 {
-			row[k] = t.placed[j-1]
-			t.at[s] = 0
-			k++
-		}
-	}
-	clear(t.placed)
-	return true
-}
-
-// compare orders slots a and b as their names: by slot when both were
-// interned in name order, which the members a node starts with are (a
-// row of pending updates is sorted by origin, and comparing P names per
-// row and core was most of the sort), by name otherwise.
-func (t *SlotTable) compare(a, b int) int {
-	if a < t.ordered && b < t.ordered {
-		return cmp.Compare(a, b)
-	}
-	return strings.Compare(t.names[a], t.names[b])
 }
 
 // reach returns s grown with zero values to hold index i: the slices a

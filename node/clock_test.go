@@ -3,10 +3,7 @@ package node
 import (
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
-
-	"github.com/sketchmesh/sketchmesh/codec"
 )
 
 // naiveClock is the oracle: it keeps every clock it saw and computes the
@@ -134,22 +131,20 @@ func TestVectorClockSlots(t *testing.T) {
 	}
 }
 
-// A slot table orders slots as their names, whether they were interned in
-// name order (compared by slot) or not (by name).
-func TestSlotTableCompare(t *testing.T) {
+// A slot table lists its slots in the order of their names, whether they
+// were interned in that order (appended) or not (inserted).
+func TestSlotTableByName(t *testing.T) {
 	tab := NewSlotTable(0)
-	for _, q := range []string{"a", "c", "e", "b", "d", "a0", "z"} {
+	for _, q := range []string{"a", "c", "e", "b", "d", "a0", "z", "0"} {
 		tab.intern(q)
 	}
-	if tab.ordered != 3 {
-		t.Fatalf("%d slots in name order, want 3", tab.ordered)
+	tab.intern("c") // interned already: no second place
+	var got []string
+	for _, s := range tab.byName {
+		got = append(got, tab.names[s])
 	}
-	for a := range tab.names {
-		for b := range tab.names {
-			if got, want := tab.compare(a, b), strings.Compare(tab.names[a], tab.names[b]); got != want {
-				t.Fatalf("%s against %s: %d, want %d", tab.names[a], tab.names[b], got, want)
-			}
-		}
+	if want := []string{"0", "a", "a0", "b", "c", "d", "e", "z"}; !slices.Equal(got, want) {
+		t.Fatalf("slots by name: %v, want %v", got, want)
 	}
 }
 
@@ -178,35 +173,5 @@ func TestVectorClockAheadSparse(t *testing.T) {
 	v.Add("c", 3)
 	if v.Add("c", 2); v.Get("c") != 3 || len(v.ahead) != 0 {
 		t.Fatalf("c's gap closed: entry %d, ahead %v", v.Get("c"), v.ahead)
-	}
-}
-
-// placeBySlot sorts a row whose origins were interned in name order as a
-// sort by name would, and leaves to the sort a row it cannot place: an
-// origin interned out of order, or one origin twice.
-func TestPlaceBySlot(t *testing.T) {
-	tab := NewSlotTable(0)
-	for _, q := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "0"} {
-		tab.intern(q)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	row := make([]pendingUpdate, 8)
-	for i := range row {
-		row[i] = pendingUpdate{u: new(codec.Sparse), slot: int32(i)}
-	}
-	want := slices.Clone(row)
-	rng.Shuffle(len(row), func(i, j int) { row[i], row[j] = row[j], row[i] })
-	if !tab.placeBySlot(row) || !slices.Equal(row, want) {
-		t.Fatalf("placed %v, want %v", row, want)
-	}
-	for _, bad := range [][]int32{{3, 8, 1}, {2, 5, 2}} {
-		r := make([]pendingUpdate, len(bad))
-		for i, s := range bad {
-			r[i].slot = s
-		}
-		before := slices.Clone(r)
-		if tab.placeBySlot(r) || !slices.Equal(r, before) || slices.ContainsFunc(tab.at, func(j int32) bool { return j != 0 }) {
-			t.Fatalf("slots %v: placed, or left marks behind", bad)
-		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/dataset"
@@ -225,8 +224,8 @@ func (n *Node) standInForMissing(model []float64) {
 			continue
 		}
 		present := 0
-		for _, p := range n.pendingRow(c) {
-			if n.live.up(n.origin(p)) {
+		for q := range n.pendingRow(c) {
+			if n.live.at(q) == liveUp {
 				present++
 			}
 		}
@@ -249,12 +248,11 @@ func (n *Node) standInForMissing(model []float64) {
 
 // pendingOf returns origin's pending update of clock c.
 func (n *Node) pendingOf(c uint64, origin string) (codec.Sparse, bool) {
-	list := n.pendingRow(c)
-	i, found := slices.BinarySearchFunc(list, origin, func(p pendingUpdate, o string) int { return strings.Compare(n.origin(p), o) })
-	if !found {
+	row, q := n.pending[c], n.vc.slot(origin)
+	if q < 0 || q >= len(row) || row[q] == nil {
 		return codec.Sparse{}, false
 	}
-	return *list[i].u, true
+	return *row[q], true
 }
 
 // outerStep turns the accumulated change at keys into the update's change,

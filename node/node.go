@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 
@@ -33,17 +34,28 @@ type Ready struct {
 // ErrGateClosed is returned by Train when the staleness gate is closed.
 var ErrGateClosed = errors.New("staleness gate closed")
 
-// pendingUpdate is one update of a pending row: a row holds one of every
-// live member, and a simulated core P rows of P, so it is kept small. The
-// update is shared with the other cores that decoded the same frame
-// (DecodeCache), and the origin is its vector clock slot (origin).
-type pendingUpdate struct {
-	u    *codec.Sparse
-	slot int32
-}
+// A pending row holds the updates of one clock that are applied but not
+// committed, by their origins' vector clock slots (nil for none): a row
+// fills with every live member's update, and a simulated core holds a few
+// rows of P, so an entry is one pointer (to the update shared with the
+// other cores that decoded the same frame, DecodeCache). Rows are read in
+// the order of the origins' names (pendingRow), which makes the view and
+// the committed rows independent of the order updates arrived in, without
+// a sort: a list of (update, slot) pairs sorted on each read was twice the
+// size.
 
-// origin returns the origin of p.
-func (n *Node) origin(p pendingUpdate) string { return n.vc.nameAt(int(p.slot)) }
+// pendingRow yields the slot and update of each of row c's pending
+// updates, in canonical order: by origin.
+func (n *Node) pendingRow(c uint64) iter.Seq2[int, *codec.Sparse] {
+	row := n.pending[c]
+	return func(yield func(int, *codec.Sparse) bool) {
+		for _, q := range n.vc.table.byName {
+			if int(q) < len(row) && row[q] != nil && !yield(int(q), row[q]) {
+				return
+			}
+		}
+	}
+}
 
 // Node is one member's core state machine. It is not safe for concurrent use:
 // one goroutine (the driver's loop) owns it.
@@ -85,11 +97,9 @@ type Node struct {
 	committedClock uint64
 	// rowHolds are clocks the rows stop at for joiners (HoldRows).
 	rowHolds []uint64
-	// pending holds applied-but-uncommitted updates by clock, sorted by
-	// origin when read through pendingRow; pendingUnsorted marks the rows
-	// that are not.
-	pending         map[uint64][]pendingUpdate
-	pendingUnsorted map[uint64]bool
+	// pending holds the rows of applied-but-uncommitted updates by clock,
+	// each by origin slot (see pendingRow).
+	pending map[uint64][]*codec.Sparse
 	// work is the view with the pending updates overlaid: equal to
 	// committed except where workMarks says.
 	work      []float64
@@ -246,7 +256,7 @@ func New(cfg Config) (*Node, error) {
 		digestChecked: map[string]uint64{},
 		router:        router,
 		vc:            newVectorClockOn(cfg.Slots, len(members)),
-		pending:       map[uint64][]pendingUpdate{},
+		pending:       map[uint64][]*codec.Sparse{},
 		outbox:        map[string][]queued{},
 		sampler:       newSampler(len(cfg.Shard), cfg.BatchSize, cfg.Seed, cfg.ID),
 		stats:         Stats{Rejected: map[RejectReason]uint64{}},
@@ -405,9 +415,9 @@ func (n *Node) View() []float64 {
 		if c > n.clock {
 			break
 		}
-		for _, p := range n.pendingRow(c) {
-			applySparse(n.work, *p.u)
-			n.workMarks.mark(*p.u)
+		for _, u := range n.pendingRow(c) {
+			applySparse(n.work, *u)
+			n.workMarks.mark(*u)
 		}
 	}
 	return n.work
@@ -430,9 +440,9 @@ func (n *Node) view() []float64 {
 		if c > n.clock {
 			break
 		}
-		for _, p := range n.pending[c] {
-			applySparse(w.vals, *p.u)
-			w.marks.mark(*p.u)
+		for _, u := range n.pendingRow(c) {
+			applySparse(w.vals, *u)
+			w.marks.mark(*u)
 		}
 	}
 	return w.vals

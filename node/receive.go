@@ -226,32 +226,13 @@ func (n *Node) addAt(q int, origin string, clock uint64, u *codec.Sparse) {
 		n.applyCommitted(*u)
 		return
 	}
-	// The row is sorted when it is read (pendingRow), not at each insert:
-	// a sorted insert moves half the row, O(P²) per row at P members.
-	list := n.pending[clock]
-	if list == nil {
-		// A row fills with every live member's update.
-		list = make([]pendingUpdate, 0, len(n.liveSlots))
+	row := n.pending[clock]
+	if row == nil {
+		row = make([]*codec.Sparse, len(n.vc.table.names))
 	}
-	if len(list) > 0 && n.vc.table.compare(int(list[len(list)-1].slot), q) > 0 {
-		if n.pendingUnsorted == nil {
-			n.pendingUnsorted = map[uint64]bool{}
-		}
-		n.pendingUnsorted[clock] = true
-	}
-	n.pending[clock] = append(list, pendingUpdate{u: u, slot: int32(q)})
-}
-
-// pendingRow returns the pending updates of clock c, sorted by origin.
-func (n *Node) pendingRow(c uint64) []pendingUpdate {
-	list := n.pending[c]
-	if n.pendingUnsorted[c] {
-		if !n.vc.table.placeBySlot(list) {
-			slices.SortFunc(list, func(a, b pendingUpdate) int { return n.vc.table.compare(int(a.slot), int(b.slot)) })
-		}
-		delete(n.pendingUnsorted, c)
-	}
-	return list
+	row = reach(row, q)
+	row[q] = u
+	n.pending[clock] = row
 }
 
 // route queues the update k of the origin of vector clock slot q for the
@@ -286,18 +267,17 @@ func (n *Node) commit() {
 		if n.heldAt() || !n.allAtLeast(next) {
 			return
 		}
-		for _, p := range n.pendingRow(next) {
-			if n.vc.getAt(int(p.slot)) < next {
-				n.vc.Withdraw(n.origin(p), next)
+		for q, u := range n.pendingRow(next) {
+			if n.vc.getAt(q) < next {
+				n.vc.Withdraw(n.vc.nameAt(q), next)
 				n.stats.UpdatesApplied--
 				continue
 			}
-			n.applyCommitted(*p.u)
-			n.local.rates.add(*p.u)
+			n.applyCommitted(*u)
+			n.local.rates.add(*u)
 		}
 		n.local.rates.endRow()
 		delete(n.pending, next)
-		delete(n.pendingUnsorted, next)
 		n.committedClock = next
 		n.recordDigest(next)
 	}

@@ -415,10 +415,8 @@ func TestSignedTrainingMatchesUnsigned(t *testing.T) {
 // pendingOf returns the values of origin's update of clock that n holds
 // pending (applied but not committed), nil when it holds none.
 func pendingOf(n *Node, origin string, clock uint64) []float32 {
-	for _, p := range n.pending[clock] {
-		if n.origin(p) == origin {
-			return p.u.Values
-		}
+	if u, ok := n.pendingOf(clock, origin); ok {
+		return u.Values
 	}
 	return nil
 }

@@ -19,13 +19,30 @@ func freshView(n *Node) []float64 {
 		if c > n.clock {
 			break
 		}
-		row := slices.Clone(n.pending[c])
-		slices.SortFunc(row, func(a, b pendingUpdate) int { return strings.Compare(n.origin(a), n.origin(b)) })
-		for _, p := range row {
-			applySparse(w, *p.u)
+		for _, o := range sortedPending(n, c) {
+			applySparse(w, *o.u)
 		}
 	}
 	return w
+}
+
+// originUpdate is a pending update and its origin.
+type originUpdate struct {
+	origin string
+	u      *codec.Sparse
+}
+
+// sortedPending is row c of n's pending updates, sorted by origin here
+// rather than read in pendingRow's order.
+func sortedPending(n *Node, c uint64) []originUpdate {
+	var row []originUpdate
+	for q, u := range n.pending[c] {
+		if u != nil {
+			row = append(row, originUpdate{n.vc.nameAt(q), u})
+		}
+	}
+	slices.SortFunc(row, func(a, b originUpdate) int { return strings.Compare(a.origin, b.origin) })
+	return row
 }
 
 // View restores and overlays only the keys that changed; under staleness and
@@ -56,8 +73,8 @@ func TestViewOverlayMatchesFreshCopy(t *testing.T) {
 			if c > n.clock {
 				break
 			}
-			for _, p := range n.pending[c] {
-				for _, k := range p.u.Keys {
+			for _, u := range n.pendingRow(c) {
+				for _, k := range u.Keys {
 					pages[k>>pageBits] = true
 				}
 			}
@@ -77,8 +94,8 @@ func TestViewOverlayMatchesFreshCopy(t *testing.T) {
 }
 
 // Updates of one clock that arrive in any order are read in canonical
-// order: pendingRow sorts the row by origin, pendingOf finds each, and the
-// view is the same bit for bit as with the updates added in order.
+// order: pendingRow yields the row by origin, pendingOf finds each, and
+// the view is the same bit for bit as with the updates added in order.
 func TestPendingRowSortsArrivals(t *testing.T) {
 	views := [2][]float64{}
 	for run, order := range [][]int{{0, 1, 2, 3}, {3, 1, 0, 2}} {
@@ -89,10 +106,12 @@ func TestPendingRowSortsArrivals(t *testing.T) {
 			origin := cl.ids[k]
 			n.add(origin, 1, &codec.Sparse{Keys: []uint64{0, uint64(k + 1)}, Values: []float32{0.1 * float32(k+1), 1e-7}})
 		}
-		row := n.pendingRow(1)
-		byOrigin := func(a, b pendingUpdate) int { return strings.Compare(n.origin(a), n.origin(b)) }
-		if len(row) != 4 || !slices.IsSortedFunc(row, byOrigin) {
-			t.Fatalf("order %v: row of %d updates, sorted %v", order, len(row), slices.IsSortedFunc(row, byOrigin))
+		var row []originUpdate
+		for q, u := range n.pendingRow(1) {
+			row = append(row, originUpdate{n.vc.nameAt(q), u})
+		}
+		if want := sortedPending(n, 1); !slices.Equal(row, want) || len(row) != 4 {
+			t.Fatalf("order %v: row %v, want %v", order, row, want)
 		}
 		for k, id := range cl.ids {
 			if u, ok := n.pendingOf(1, id); !ok || u.Values[0] != 0.1*float32(k+1) {
