@@ -192,10 +192,18 @@ type decoded struct {
 	norm float64
 	// frame is a copy of the frame that the nodes keeping it for
 	// retransmission share, instead of a copy each (Node.keep), and kept
-	// their entry for it, made by the first.
+	// their entries for it, each made by the first to keep it: one per
+	// origin, clock and signature the frame came with. Members that train
+	// on the same rows send the same frame at the same clock (a simulated
+	// mesh larger than its data set), and with one entry per frame every
+	// core made one of its own for every such update but the first.
 	frame []byte
-	kept  *keptUpdate
+	kept  []*keptUpdate
 }
+
+// maxKeptPerFrame bounds decoded.kept: past it, entries are made for
+// each node that keeps the update, as without a cache.
+const maxKeptPerFrame = 8
 
 // NewDecodeCache returns a cache of the last limit distinct frames.
 func NewDecodeCache(limit int) *DecodeCache {
@@ -241,12 +249,14 @@ func (c *DecodeCache) kept(u Update) *keptUpdate {
 
 // keep returns the entry the nodes keep for u, whose frame is d's.
 func (d *decoded) keep(u Update) *keptUpdate {
-	if k := d.kept; k != nil && k.clock == u.Clock && k.origin == u.Origin && bytes.Equal(k.sig, u.Sig) {
-		return k
+	for _, k := range d.kept {
+		if k.clock == u.Clock && k.origin == u.Origin && bytes.Equal(k.sig, u.Sig) {
+			return k
+		}
 	}
 	k := &keptUpdate{origin: u.Origin, clock: u.Clock, frame: d.frame, sig: slices.Clone(u.Sig)}
-	if d.kept == nil {
-		d.kept = k
+	if len(d.kept) < maxKeptPerFrame {
+		d.kept = append(d.kept, k)
 	}
 	return k
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/codec"
@@ -59,6 +60,35 @@ func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
 		if same := entry("b") == entry("c") && entry("a") == entry("b"); same != shared {
 			t.Errorf("%s: a, b and c keep one entry: %v", label, same)
 		}
+	}
+}
+
+// Two origins that send the same frame at the same clock (members training
+// on the same rows) each have one kept entry that every node on the cache
+// shares, which names that origin.
+func TestKeptEntriesOfOneFrameArePerOrigin(t *testing.T) {
+	cache := NewDecodeCache(8)
+	frame := []byte("frame")
+	cache.put(frame, decoded{u: &codec.Sparse{}})
+	var first []*keptUpdate
+	for pass := range 2 {
+		for i, origin := range []string{"a", "b", "c"} {
+			k := cache.kept(Update{Origin: origin, Clock: 3, Frame: slices.Clone(frame)})
+			if k == nil || k.origin != origin || k.clock != 3 || !bytes.Equal(k.frame, frame) {
+				t.Fatalf("pass %d: %s's entry %+v", pass, origin, k)
+			}
+			if pass == 0 {
+				first = append(first, k)
+			} else if k != first[i] {
+				t.Fatalf("%s's update kept again made a second entry", origin)
+			}
+		}
+	}
+	if first[0] == first[1] || first[1] == first[2] {
+		t.Fatal("two origins share one entry")
+	}
+	if k := cache.kept(Update{Origin: "a", Clock: 4, Frame: frame}); k == first[0] || k.clock != 4 {
+		t.Fatalf("another clock's entry %+v", k)
 	}
 }
 
