@@ -121,7 +121,7 @@ func (n *Node) sendOwnSince(member string, entry uint64) {
 	}
 	for _, r := range n.logOf(i) {
 		if r.clock > entry {
-			n.outbox[member] = append(n.outbox[member], queued{r.keptUpdate})
+			n.outbox[member] = append(n.outbox[member], queued(r))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"errors"
+	"hash/maphash"
 	"slices"
 
 	"github.com/sketchmesh/sketchmesh/codec"
@@ -166,9 +167,19 @@ type OverlayKey struct {
 // so a cache may be shared by nodes with the same Model and MaxUpdateNorm.
 // It is not safe for concurrent use, and what it returns is shared: nodes
 // only read it.
+//
+// Frames are found by a 128-bit hash of their bytes under seeds of the
+// cache's own (frameKey), not by the bytes: every node of a simulated
+// mesh looks up every frame, P² lookups an iteration that nearly all hit,
+// and comparing each frame with the cached copy was most of the cache's
+// cost. Two distinct frames in one cache share a key with a chance of about
+// n²/2¹²⁹ for n frames, far below anything a run can observe; the cache
+// is for cores that trust each other's frames alike (one simulator), not
+// for a node facing peers.
 type DecodeCache struct {
-	entries map[string]*decoded
-	fifo    []string
+	entries map[frameKey]*decoded
+	fifo    []frameKey
+	seeds   [2]maphash.Seed
 	limit   int
 	// announcements hold what recent membership messages decode to: a
 	// member's hello goes to every other node, and at a thousand members
@@ -207,10 +218,28 @@ const maxKeptPerFrame = 8
 
 // NewDecodeCache returns a cache of the last limit distinct frames.
 func NewDecodeCache(limit int) *DecodeCache {
-	return &DecodeCache{entries: make(map[string]*decoded, limit), limit: max(limit, 1)}
+	return &DecodeCache{entries: make(map[frameKey]*decoded, limit), limit: max(limit, 1),
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 }
 
-func (c *DecodeCache) get(frame []byte) *decoded { return c.entries[string(frame)] }
+// frameKey is what a DecodeCache finds a frame by: its length and two
+// 64-bit hashes of its bytes.
+type frameKey struct {
+	len  int
+	hash [2]uint64
+}
+
+func (c *DecodeCache) key(frame []byte) frameKey {
+	return frameKey{len(frame), [2]uint64{maphash.Bytes(c.seeds[0], frame), maphash.Bytes(c.seeds[1], frame)}}
+}
+
+func (c *DecodeCache) get(frame []byte) *decoded { return c.entries[c.key(frame)] }
+
+// lookup is get that also returns frame's key, for put on a miss.
+func (c *DecodeCache) lookup(frame []byte) (*decoded, frameKey) {
+	key := c.key(frame)
+	return c.entries[key], key
+}
 
 // announcement returns DecodeAnnouncement(data), decoding data only when
 // the cache does not hold it.
@@ -230,7 +259,7 @@ func (c *DecodeCache) announcement(data []byte) (Announcement, error) {
 
 // remember appends key to fifo, the keys of entries in the order they
 // came, first forgetting the oldest entry when fifo holds limit keys.
-func remember[V any](entries map[string]V, fifo []string, limit int, key string) []string {
+func remember[K comparable, V any](entries map[K]V, fifo []K, limit int, key K) []K {
 	if len(fifo) >= limit {
 		delete(entries, fifo[0])
 		fifo = fifo[1:]
@@ -261,9 +290,9 @@ func (d *decoded) keep(u Update) *keptUpdate {
 	return k
 }
 
-// put adds d as what frame decodes to and returns the cache's entry.
-func (c *DecodeCache) put(frame []byte, d decoded) *decoded {
-	key := string(frame)
+// put adds d as what frame, of key key, decodes to and returns the
+// cache's entry.
+func (c *DecodeCache) put(key frameKey, frame []byte, d decoded) *decoded {
 	c.fifo = remember(c.entries, c.fifo, c.limit, key)
 	d.frame = slices.Clone(frame)
 	e := &d

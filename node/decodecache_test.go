@@ -41,3 +41,32 @@ func TestDecodeCacheAnnouncements(t *testing.T) {
 		t.Errorf("cache holds %d messages (%d in order), want its limit of 4", len(c.announcements), len(c.announcementFIFO))
 	}
 }
+
+// Frames are found by their bytes, wherever they lie: a copy finds the
+// entry, a frame that differs in one byte or in length does not, and the
+// cache keeps at most its limit of frames, dropping the oldest.
+func TestDecodeCacheFrames(t *testing.T) {
+	c := NewDecodeCache(3)
+	frame := []byte("a frame of some bytes")
+	first := c.put(c.key(frame), frame, decoded{reason: RejectBadShape})
+	if got := c.get(append([]byte(nil), frame...)); got != first {
+		t.Fatalf("a copy of the frame found %p, want %p", got, first)
+	}
+	if &first.frame[0] == &frame[0] {
+		t.Error("the cache keeps the caller's array, not a copy")
+	}
+	other := append([]byte(nil), frame...)
+	other[3] ^= 1
+	for _, f := range [][]byte{other, frame[:len(frame)-1], append(append([]byte(nil), frame...), 0), nil} {
+		if got := c.get(f); got != nil {
+			t.Fatalf("frame %q found the entry of %q", f, frame)
+		}
+	}
+	for i := range 3 {
+		f := fmt.Appendf(nil, "frame %d", i)
+		c.put(c.key(f), f, decoded{})
+	}
+	if c.get(frame) != nil || len(c.entries) != 3 || len(c.fifo) != 3 {
+		t.Fatalf("after three more frames: the first found %v, %d entries, %d in order; want it gone and 3", c.get(frame) != nil, len(c.entries), len(c.fifo))
+	}
+}

@@ -69,7 +69,7 @@ func TestKeptFramesShareTheDecodeCachesCopy(t *testing.T) {
 func TestKeptEntriesOfOneFrameArePerOrigin(t *testing.T) {
 	cache := NewDecodeCache(8)
 	frame := []byte("frame")
-	cache.put(frame, decoded{u: &codec.Sparse{}})
+	cache.put(cache.key(frame), frame, decoded{u: &codec.Sparse{}})
 	var first []*keptUpdate
 	for pass := range 2 {
 		for i, origin := range []string{"a", "b", "c"} {

@@ -107,14 +107,14 @@ func (n *Node) decode(frame []byte) (*codec.Sparse, RejectReason) {
 		u, reason := n.decodeFrame(frame)
 		return &u, reason
 	}
-	d := c.get(frame)
+	d, key := c.lookup(frame)
 	if d == nil {
 		u, reason := n.decodeFrame(frame)
 		norm := 0.0
 		if reason == "" {
 			norm = l2(u)
 		}
-		d = c.put(frame, decoded{u: &u, reason: reason, norm: norm})
+		d = c.put(key, frame, decoded{u: &u, reason: reason, norm: norm})
 	}
 	n.decoded, n.decodedFrame = d, frame
 	return d.u, d.reason
