@@ -470,18 +470,18 @@ func (n *Node) foundedWith(m string) bool {
 func (n *Node) detectWithholding(m string, q int, i *memberState, after uint64) {
 	p := &n.proto
 	need, have := n.syncNeed(), n.vc.getAt(q)
-	if need == 0 || have >= need || have != i.withheld {
-		i.blockedSince, i.withheld = 0, have
+	if need == 0 || have >= need || uint32(have) != i.withheld {
+		i.blockedSince, i.withheld = 0, uint32(have)
 		return
 	}
 	if i.blockedSince == 0 {
-		i.blockedSince = p.tick
+		i.blockedSince = max(uint32(p.tick), 1) // 0 is none: a tick later at worst
 		return
 	}
-	if p.tick-i.blockedSince < after {
+	if ticksSince(p.tick, i.blockedSince) < after {
 		return
 	}
-	i.blockedSince, i.withheld, i.withholding = 0, have, true
+	i.blockedSince, i.withheld, i.withholding = 0, uint32(have), true
 	n.proto.withholders++
 	n.Suspect(m)
 	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})
@@ -497,7 +497,7 @@ func (n *Node) releaseWithholders() {
 		return
 	}
 	for _, m := range n.members {
-		if i := n.info(m); i != nil && i.withholding && n.vc.Get(m) > i.withheld {
+		if i := n.info(m); i != nil && i.withholding && entryPast(n.vc.Get(m), i.withheld) {
 			i.withholding = false
 			n.proto.withholders--
 			n.heard(m)

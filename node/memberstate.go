@@ -33,8 +33,12 @@ type memberState struct {
 	// blockedSince is the tick since which the member has held the gate
 	// with its entry at withheld (see detectWithholding), 0 for none: set
 	// for most members at the end of a run, when a map of them cost more
-	// than a field.
-	blockedSince, withheld uint64
+	// than a field. Both keep the low 32 bits only, compared in serial
+	// arithmetic (ticksSince, entryPast), which holds the record to 32
+	// bytes, P² of them in a simulator: blockedSince is at most a death
+	// timeout old when read, and withheld is compared with an entry that
+	// moves a few clocks a tick.
+	blockedSince, withheld uint32
 	// card is the index of the member's card in the slot table's cards.
 	card uint32
 	// tracked is set for a member the core keeps a record of.
@@ -46,6 +50,14 @@ type memberState struct {
 	// gate back, until its entry passes withheld.
 	withholding bool
 }
+
+// ticksSince is how many ticks lie between since, the low 32 bits of a
+// tick, and tick, which is less than 2³² ticks later.
+func ticksSince(tick uint64, since uint32) uint64 { return uint64(uint32(tick) - since) }
+
+// entryPast reports whether entry is past withheld, the low 32 bits of an
+// entry less than 2³¹ clocks from it.
+func entryPast(entry uint64, withheld uint32) bool { return int32(uint32(entry)-withheld) > 0 }
 
 // memberCard is what a member's last hello said.
 type memberCard struct {

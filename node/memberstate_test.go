@@ -1,6 +1,9 @@
 package node
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // Cores on one slot table share a member's card while they took the same
 // hello, and a core that takes a newer one changes its own card only: the
@@ -94,5 +97,45 @@ func TestSharedPeersCopiedOnChange(t *testing.T) {
 	}
 	if inc, ok := b.peerInc("node-02"); !ok || inc != 0 || &b.proto.peers[0] != &table.peers[0] {
 		t.Fatalf("a change by one core reached another: %d, %v", inc, ok)
+	}
+}
+
+// A member's record stays 32 bytes: a simulated core holds one per member.
+func TestMemberStateSize(t *testing.T) {
+	if size := unsafe.Sizeof(memberState{}); size != 32 {
+		t.Fatalf("memberState is %d bytes, want 32", size)
+	}
+}
+
+// The gate-holding marks keep 32 bits and read right across the wrap.
+func TestGateMarksSerialArithmetic(t *testing.T) {
+	for _, c := range []struct {
+		tick  uint64
+		since uint32
+		want  uint64
+	}{
+		{10, 4, 6},
+		{1<<32 + 3, 1<<32 - 2, 5},
+		{7<<32 + 9, 9, 0},
+	} {
+		if got := ticksSince(c.tick, c.since); got != c.want {
+			t.Errorf("ticksSince(%d, %d) = %d, want %d", c.tick, c.since, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		entry    uint64
+		withheld uint32
+		want     bool
+	}{
+		{5, 4, true},
+		{4, 4, false},
+		{3, 4, false},
+		{1 << 32, 1<<32 - 1, true},
+		{1<<32 - 1, 0, false}, // an entry withdrawn below the mark
+		{3<<32 + 2, 1, true},
+	} {
+		if got := entryPast(c.entry, c.withheld); got != c.want {
+			t.Errorf("entryPast(%d, %d) = %v, want %v", c.entry, c.withheld, got, c.want)
+		}
 	}
 }

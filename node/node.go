@@ -169,11 +169,8 @@ type Node struct {
 	// degraded is set while some member is down in this node's view.
 	degraded  bool
 	syncStats SyncStats
-	fresh     []int
-	// slots are the member slots of the updates Receive is handling, and
-	// kept the entries kept for those it applied (nil for the others).
-	slots      []int
-	kept       []*keptUpdate
+	// duplicates is whether an update of the envelope Receive is handling
+	// was refused as one held (see receiveUpdates).
 	duplicates bool
 	// decoded is the decode cache's entry for decodedFrame, the frame
 	// decode saw last (see keepDecoded).
@@ -618,11 +615,19 @@ const maxSpareQueues = 64
 // maxSpareQueues of its own, grown to the largest batch it had sent, and at
 // P = 1024 those were 193 MB of a 1.3 GB heap. It also holds the updates an
 // envelope is written from (see ready) and those one is read into (see
-// Receive). Not safe for concurrent use.
+// Receive), and Receive's lists for that envelope: fresh (the updates the
+// core did not hold), slots (their origins' member slots) and kept (the
+// entries kept for those it applied, nil for the others). Each core kept
+// its own of those, grown to the largest envelope it had read, which in
+// a simulator of thousands, where a batch of relays holds thousands of
+// updates, made them P² in all. Not safe for concurrent use.
 type QueuePool struct {
 	queues [][]queued
 	batch  []Update
 	read   []Update
+	fresh  []int
+	slots  []int
+	kept   []*keptUpdate
 }
 
 // queued is an update waiting in an outbox: the entry kept for it (origin,

@@ -24,12 +24,12 @@ func (n *Node) receive(from string, data []byte) {
 }
 
 // receiveUpdates is receive for a decoded envelope; slots[i] is the member
-// slot of updates[i]'s origin (memberSlot). n.kept[i] is set to the entry
-// kept for each update applied, which its relays and the log of kept
+// slot of updates[i]'s origin (memberSlot). n.spares.kept[i] is set to the
+// entry kept for each update applied, which its relays and the log of kept
 // frames share, and n.duplicates to whether any was refused as one held.
 func (n *Node) receiveUpdates(from string, updates []Update, slots []int) {
-	n.kept = slices.Grow(n.kept[:0], len(updates))[:len(updates)]
-	clear(n.kept)
+	n.spares.kept = slices.Grow(n.spares.kept[:0], len(updates))[:len(updates)]
+	clear(n.spares.kept)
 	n.duplicates = false
 	for i, u := range updates {
 		if reason := n.acceptFrom(from, u, slots[i]); reason != "" {
@@ -37,8 +37,8 @@ func (n *Node) receiveUpdates(from string, updates []Update, slots []int) {
 			n.reject(reason)
 			continue
 		}
-		n.kept[i] = n.keepDecoded(u)
-		n.route(slots[i], n.kept[i])
+		n.spares.kept[i] = n.keepDecoded(u)
+		n.route(slots[i], n.spares.kept[i])
 	}
 	n.retireLeavers()
 	n.commit()

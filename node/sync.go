@@ -457,18 +457,18 @@ func (n *Node) Receive(from string, data []byte) {
 	defer clear(updates) // nothing of the envelope stays reachable from the pool
 	// An update the core applies is one it did not hold before and holds
 	// after. Each origin's member slot is looked up once per update.
-	n.fresh, n.slots = n.fresh[:0], n.slots[:0]
+	n.spares.fresh, n.spares.slots = n.spares.fresh[:0], n.spares.slots[:0]
 	for i, u := range updates {
 		q := n.memberSlot(u.Origin)
-		n.slots = append(n.slots, q)
+		n.spares.slots = append(n.spares.slots, q)
 		if !n.vc.hasAt(q, u.Clock) {
-			n.fresh = append(n.fresh, i)
+			n.spares.fresh = append(n.spares.fresh, i)
 		}
 	}
-	n.receiveUpdates(from, updates, n.slots)
+	n.receiveUpdates(from, updates, n.spares.slots)
 	ownApplied := false
-	for k, i := range n.fresh {
-		u, q := updates[i], n.slots[i]
+	for k, i := range n.spares.fresh {
+		u, q := updates[i], n.spares.slots[i]
 		if !n.vc.hasAt(q, u.Clock) {
 			continue
 		}
@@ -480,10 +480,10 @@ func (n *Node) Receive(from string, data []byte) {
 		// Only a copy refused as held can be the second of a pair: without
 		// one, the quadratic search is skipped (at P = 2048 it was 7 % of
 		// the simulator's time, envelopes carrying hundreds of relays).
-		if n.duplicates && repeated(updates, n.fresh, k) {
+		if n.duplicates && repeated(updates, n.spares.fresh, k) {
 			continue
 		}
-		r := retained{n.kept[i]}
+		r := retained{n.spares.kept[i]}
 		if r.keptUpdate == nil { // heard but refused (skip)
 			r = n.keep(u)
 		}
