@@ -66,7 +66,9 @@
 // drifted apart (see digest.go). For the same reason the cores of a
 // simulator share them (Config.SharedRows, rows.go): cores that added the
 // same updates hold one copy of the committed view, computed once, and
-// overlay their pending updates on one working view.
+// overlay their pending updates on one working view, through sums of the
+// pending rows shared by clock where that is cheaper (rowsums.go): such a
+// read equals the overlay in canonical order to within rounding.
 //
 // # Clocks and staleness (SSP)
 //

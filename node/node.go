@@ -432,10 +432,14 @@ func (n *Node) view() []float64 {
 	if len(clocks) == 0 || clocks[0] > n.clock {
 		return n.committedRows()
 	}
-	w := n.cfg.SharedRows.workOn(n.committedRows(), n.rows)
+	s := n.cfg.SharedRows
+	w := s.workOn(n.committedRows(), n.rows)
 	for _, c := range clocks {
 		if c > n.clock {
 			break
+		}
+		if r := s.findSum(n.vc.table, c); r != nil && s.overlaySum(w, n.pending[c], r) {
+			continue
 		}
 		for _, u := range n.pendingRow(c) {
 			applySparse(w.vals, *u)

@@ -69,6 +69,20 @@ func (m *overlayMarks) mark(u codec.Sparse) {
 	}
 }
 
+// markPages records that the vector changed on the pages of set.
+func (m *overlayMarks) markPages(set *pageSet) {
+	if m.dense {
+		return
+	}
+	for _, p := range set.list {
+		w, b := p>>6, uint64(1)<<(p&63)
+		if m.pages.bits[w]&b == 0 {
+			m.pages.bits[w] |= b
+			m.pages.list = append(m.pages.list, p)
+		}
+	}
+}
+
 // restore makes dst equal to base where the overlay marked it, and
 // clears the marks.
 func (m *overlayMarks) restore(dst, base []float64) {

@@ -233,6 +233,9 @@ func (n *Node) addAt(q int, origin string, clock uint64, u *codec.Sparse) {
 	row = reach(row, q)
 	row[q] = u
 	n.pending[clock] = row
+	if n.rows != nil {
+		n.cfg.SharedRows.addToSum(n.vc.table, clock, q, u)
+	}
 }
 
 // route queues the update k of the origin of vector clock slot q for the

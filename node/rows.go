@@ -57,9 +57,15 @@ type RowStore struct {
 	spare     []float64
 	// work is the working view of the core that read last (Node.view).
 	work workScratch
+	// sums are the sums of pending rows by clock (rowsums.go), lastSum
+	// the one found last; differ is overlaySum's scratch.
+	sums    []*rowSum
+	lastSum *rowSum
+	differ  []int32
 	// Computed counts the views a core computed by adding updates, Taken
-	// those it took from another core.
-	Computed, Taken uint64
+	// those it took from another core; SumReads the pending rows a core
+	// read through their shared sum.
+	Computed, Taken, SumReads uint64
 }
 
 // rowKey names a committed view: 128 bits, so that a collision between the
