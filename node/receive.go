@@ -77,20 +77,22 @@ func (n *Node) accept(u Update, q int) RejectReason {
 		return RejectMarkedRefused
 	}
 	decoded, reason := n.decode(u.Frame)
-	var checked codec.Sparse
+	screen := n.screen()
 	if reason == "" {
-		checked, reason = n.screen().checkNorm(*decoded, n.decodedNorm(u.Frame, *decoded), len(n.committed), n.cfg.Auth != nil)
+		reason = screen.admitNorm(n.decodedNorm(u.Frame, decoded), n.cfg.Auth != nil)
 	}
 	if reason != "" {
 		n.skip(u)
 		return reason
 	}
-	if !sameArrays(checked, *decoded) {
-		// Clipped: this node's own. A copy, so that checked stays off the
-		// heap for the updates that are not (an allocation per update
-		// received, P² an iteration in a simulator).
-		own := checked
-		decoded = &own
+	if screen.cfg.Clip {
+		if checked := screen.clip(*decoded, len(n.committed), true); !sameArrays(checked, *decoded) {
+			// Clipped: this node's own. A copy, so that checked stays
+			// off the heap for the updates that are not (an allocation
+			// per update received, P² an iteration in a simulator).
+			own := checked
+			decoded = &own
+		}
 	}
 	n.addAt(q, u.Origin, u.Clock, decoded)
 	return ""
@@ -122,11 +124,11 @@ func (n *Node) decode(frame []byte) (*codec.Sparse, RejectReason) {
 
 // decodedNorm is the L2 norm of u, which decode just returned for frame:
 // the cache's, computed once for all the nodes sharing it, when it has one.
-func (n *Node) decodedNorm(frame []byte, u codec.Sparse) float64 {
+func (n *Node) decodedNorm(frame []byte, u *codec.Sparse) float64 {
 	if n.sameDecoded(frame) {
 		return n.decoded.norm
 	}
-	return l2(u)
+	return l2(*u)
 }
 
 // sameDecoded reports whether frame is the one n.decoded was found for,

@@ -180,14 +180,25 @@ func (r *Robust) check(u codec.Sparse, size int, signed bool) (codec.Sparse, Rej
 // checkNorm is check for an update whose norm is known (a decode cache
 // computes it once for the nodes sharing it).
 func (r *Robust) checkNorm(u codec.Sparse, norm float64, size int, signed bool) (codec.Sparse, RejectReason) {
-	if b := r.NormBound(); b > 0 && norm > b && (signed || r.unsignedToo) {
-		return codec.Sparse{}, RejectNorm
+	if reason := r.admitNorm(norm, signed); reason != "" {
+		return codec.Sparse{}, reason
 	}
-	r.pushNorm(norm)
 	if r.cfg.Clip {
 		u = r.clip(u, size, true)
 	}
 	return u, ""
+}
+
+// admitNorm is check's norm bound alone: the norm joins the window unless
+// it is refused. What else check does (clipping) needs the update itself,
+// which a simulated core that does not clip never reads: the update is
+// shared by every core, and its first read by each was a cache miss.
+func (r *Robust) admitNorm(norm float64, signed bool) RejectReason {
+	if b := r.NormBound(); b > 0 && norm > b && (signed || r.unsignedToo) {
+		return RejectNorm
+	}
+	r.pushNorm(norm)
+	return ""
 }
 
 // own records the node's own update, which is trusted: its norm joins the
