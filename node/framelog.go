@@ -17,20 +17,37 @@ import (
 // frame (DecodeCache), over runs of consecutive clocks: the table holds,
 // per member, one timeline of those entries by clock, each counting the
 // logs that hold it, and a core's log is a run of clocks in it (frameLog,
-// 16 bytes). A log that is not a run of the timeline's entries (a gap
+// 8 bytes). A log that is not a run of the timeline's entries (a gap
 // below an update that came ahead of it, or another frame for one clock
 // than the other cores keep) is a list of its own until it is one again.
 // A core on a table of its own (a daemon's) has timelines of its own; the
 // log holds the same frames either way.
 
-// frameLog is a core's log of kept frames of one member: the clocks lo to
-// lo+n−1 of the member's timeline, or, when own is set, the core's list of
-// its own (Node.ownLogs).
+// frameLog is a core's log of kept frames of one member: n clocks of the
+// member's timeline from the one whose low 32 bits are lo, or, when the top
+// bit of n (ownLog) is set, the core's list of its own (Node.ownLogs).
+// Eight bytes, P² of them in a simulator: a run's first clock is read
+// against the timeline's base (start), which lies less than 2³² clocks
+// below it, since the timeline holds the run's entries.
 type frameLog struct {
-	lo  uint64
-	n   uint32
-	own bool
+	lo, n uint32
 }
+
+// ownLog marks a frameLog that is a list of the core's own.
+const ownLog = 1 << 31
+
+// own reports whether the log is a list of the core's own.
+func (l frameLog) own() bool { return l.n&ownLog != 0 }
+
+// start returns the first clock of a run log of tl, which holds n > 0
+// frames.
+func (l frameLog) start(tl *timeline) uint64 { return tl.base + uint64(l.lo-uint32(tl.base)) }
+
+// holds reports whether the run log holds clock c; follows whether c is
+// the clock after its last. Both compare the low 32 bits: a member's
+// updates a core keeps lie within its history of each other.
+func (l frameLog) holds(c uint64) bool   { return l.n > 0 && uint32(c)-l.lo < l.n }
+func (l frameLog) follows(c uint64) bool { return l.n == 0 || uint32(c) == l.lo+l.n }
 
 // timeline is the kept entries of one member's frames by clock, from
 // base on, with the number of logs holding each; an entry no log holds is
@@ -115,7 +132,7 @@ func (l *timeline) trim() {
 
 // logLen returns how many frames the log of slot i holds.
 func (n *Node) logLen(i int) int {
-	if l := n.logs[i]; !l.own {
+	if l := n.logs[i]; !l.own() {
 		return int(l.n)
 	}
 	return len(n.ownLogs[i])
@@ -125,13 +142,13 @@ func (n *Node) logLen(i int) int {
 // that is valid until the next call and must not be modified.
 func (n *Node) logOf(i int) []retained {
 	l := n.logs[i]
-	if l.own {
+	if l.own() {
 		return n.ownLogs[i]
 	}
 	n.logBuf = n.logBuf[:0]
 	if l.n > 0 {
 		tl := n.vc.table.timeline(i)
-		for c := l.lo; c < l.lo+uint64(l.n); c++ {
+		for c, end := l.start(tl), l.start(tl)+uint64(l.n); c < end; c++ {
 			n.logBuf = append(n.logBuf, retained{tl.at(c)})
 		}
 	}
@@ -145,15 +162,15 @@ func (n *Node) retainAt(i int, origin string, r retained) {
 		return
 	}
 	l := n.logs[i]
-	if !l.own {
+	if !l.own() {
 		switch clock := r.clock; {
-		case l.n > 0 && clock >= l.lo && clock < l.lo+uint64(l.n):
+		case l.holds(clock):
 			return // held
-		case l.n == 0 || clock == l.lo+uint64(l.n):
+		case l.follows(clock):
 			// In clock order, the usual case.
 			if k := n.vc.table.timeline(i).hold(r.keptUpdate); k != nil {
 				if l.n == 0 {
-					l.lo = clock
+					l.lo = uint32(clock)
 				}
 				l.n++
 				n.logs[i] = l
@@ -204,18 +221,19 @@ func (n *Node) droppable(c, newest uint64) bool {
 // longer require.
 func (n *Node) dropRun(i int, origin string) {
 	l := n.logs[i]
-	newest := l.lo + uint64(l.n) - 1
-	drop := n.dropCount(origin, int(l.n), newest, func(j int) bool { return n.droppable(l.lo+uint64(j), newest) })
+	tl := n.vc.table.timeline(i)
+	lo := l.start(tl)
+	newest := lo + uint64(l.n) - 1
+	drop := n.dropCount(origin, int(l.n), newest, func(j int) bool { return n.droppable(lo+uint64(j), newest) })
 	if drop == 0 {
 		return
 	}
-	tl := n.vc.table.timeline(i)
-	for c := l.lo; c < l.lo+uint64(drop); c++ {
+	for c := lo; c < lo+uint64(drop); c++ {
 		n.bytes -= len(tl.at(c).frame)
 		tl.release(c)
 	}
 	n.count -= drop
-	l.lo += uint64(drop)
+	l.lo += uint32(drop)
 	l.n -= uint32(drop)
 	n.logs[i] = l
 }
@@ -255,7 +273,7 @@ func (n *Node) ownLog(i int) {
 	log := make([]retained, 0, l.n+1)
 	if l.n > 0 {
 		tl := n.vc.table.timeline(i)
-		for c := l.lo; c < l.lo+uint64(l.n); c++ {
+		for c, end := l.start(tl), l.start(tl)+uint64(l.n); c < end; c++ {
 			log = append(log, retained{tl.at(c)})
 			tl.release(c)
 		}
@@ -264,7 +282,7 @@ func (n *Node) ownLog(i int) {
 		n.ownLogs = map[int][]retained{}
 	}
 	n.ownLogs[i] = log
-	n.logs[i] = frameLog{own: true}
+	n.logs[i] = frameLog{n: ownLog}
 }
 
 // compactLog turns the log of slot i, a list of its own, back into a run
@@ -286,7 +304,7 @@ func (n *Node) compactLog(i int) {
 	}
 	var l frameLog
 	if len(log) > 0 {
-		l = frameLog{lo: log[0].clock, n: uint32(len(log))}
+		l = frameLog{lo: uint32(log[0].clock), n: uint32(len(log))}
 	}
 	n.logs[i] = l
 	delete(n.ownLogs, i)
@@ -298,11 +316,11 @@ func (n *Node) compactLog(i int) {
 // after.
 func (n *Node) DropSharedLogs() {
 	for i, l := range n.logs {
-		if l.own || l.n == 0 {
+		if l.own() || l.n == 0 {
 			continue
 		}
 		tl := n.vc.table.timeline(i)
-		for c := l.lo; c < l.lo+uint64(l.n); c++ {
+		for c, end := l.start(tl), l.start(tl)+uint64(l.n); c < end; c++ {
 			tl.release(c)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"unsafe"
 )
 
 // Cores on one slot table keep their logs of a member's frames as runs of
@@ -37,7 +38,7 @@ func TestSharedLogsCopiedOnDisagreement(t *testing.T) {
 	retain(b, frame(1, "f"))
 	retain(b, k[2])
 	tl := table.timeline(q)
-	if a.logs[q].own || b.logs[q].own || tl.entries[0].refs != 2 || tl.entries[2].refs != 1 {
+	if a.logs[q].own() || b.logs[q].own() || tl.entries[0].refs != 2 || tl.entries[2].refs != 1 {
 		t.Fatalf("runs: a %+v, b %+v, timeline %+v", a.logs[q], b.logs[q], tl.entries)
 	}
 	if b.logOf(q)[0].keptUpdate != k[1] {
@@ -45,14 +46,14 @@ func TestSharedLogsCopiedOnDisagreement(t *testing.T) {
 	}
 
 	retain(b, frame(3, "x"))
-	if !b.logs[q].own || frames(b) != "[f1 f2 x3]" {
+	if !b.logs[q].own() || frames(b) != "[f1 f2 x3]" {
 		t.Fatalf("b, given another frame for clock 3: %+v %s", b.logs[q], frames(b))
 	}
-	if a.logs[q].own || frames(a) != "[f1 f2 f3]" {
+	if a.logs[q].own() || frames(a) != "[f1 f2 f3]" {
 		t.Fatalf("b's frame reached a: %s", frames(a))
 	}
 	retain(b, k[4])
-	if frames(b) != "[f1 f2 x3 f4]" || !b.logs[q].own {
+	if frames(b) != "[f1 f2 x3 f4]" || !b.logs[q].own() {
 		t.Fatalf("b after clock 4: %s", frames(b))
 	}
 	if tl.entries[0].refs != 1 {
@@ -66,7 +67,7 @@ func TestSharedLogsCopiedOnDisagreement(t *testing.T) {
 		t.Fatalf("c after clocks 2 and 1: %+v", c.logs[q])
 	}
 	retain(c, k[4])
-	if !c.logs[q].own || frames(c) != "[f1 f2 f4]" {
+	if !c.logs[q].own() || frames(c) != "[f1 f2 f4]" {
 		t.Fatalf("c across a gap: %+v %s", c.logs[q], frames(c))
 	}
 	retain(c, k[3])
@@ -127,5 +128,34 @@ func TestTimeline(t *testing.T) {
 	l.release(5)
 	if l.entries != nil || l.at(5) != nil {
 		t.Fatalf("entries no log holds: %+v", l.entries)
+	}
+}
+
+// A run log is 8 bytes, and its first clock, kept as 32 bits, reads right
+// against its timeline's base across a wrap of the low 32 bits.
+func TestFrameLogClocksAcrossTheWrap(t *testing.T) {
+	if size := unsafe.Sizeof(frameLog{}); size != 8 {
+		t.Fatalf("frameLog is %d bytes, want 8", size)
+	}
+	const wrap = uint64(1) << 32
+	for _, c := range []struct{ base, lo uint64 }{
+		{0, 0}, {5, 7}, {wrap - 2, wrap - 1}, {wrap - 2, wrap + 3}, {3*wrap + 9, 3*wrap + 9}, {wrap - 1, wrap},
+	} {
+		l := frameLog{lo: uint32(c.lo), n: 3}
+		tl := &timeline{base: c.base}
+		if got := l.start(tl); got != c.lo {
+			t.Fatalf("base %d, first clock %d: start reads %d", c.base, c.lo, got)
+		}
+		for d := uint64(0); d < 3; d++ {
+			if !l.holds(c.lo + d) {
+				t.Fatalf("run of 3 from %d does not hold %d", c.lo, c.lo+d)
+			}
+		}
+		if l.holds(c.lo+3) || l.holds(c.lo-1) || !l.follows(c.lo+3) || l.follows(c.lo+2) {
+			t.Fatalf("run of 3 from %d: holds(%d) %v, holds(%d) %v, follows(%d) %v", c.lo, c.lo+3, l.holds(c.lo+3), c.lo-1, l.holds(c.lo-1), c.lo+3, l.follows(c.lo+3))
+		}
+	}
+	if own := (frameLog{n: ownLog}); !own.own() || (frameLog{n: 5}).own() {
+		t.Fatal("the own mark is not the top bit of n")
 	}
 }
