@@ -42,7 +42,7 @@ func (n *Node) onAdmit(a Announcement, fromHello bool) RejectReason {
 	}
 	n.admit(a.Member, a.Entry, a.Signer)
 	if fromHello {
-		n.info(a.Member).spoke = true
+		n.info(a.Member).set(flagSpoke, true)
 	} else {
 		x := n.moreAt(n.vc.slot(a.Member))
 		x.admit, x.admittedAt = EncodeAnnouncement(a), n.proto.tick
@@ -67,7 +67,7 @@ func (n *Node) verifyJoin(joiner, donor string, sig []byte) bool {
 func (n *Node) silentAdmits(signer string) int {
 	k := 0
 	for _, m := range n.members {
-		if i := n.info(m); i != nil && n.admittedBy(m) == signer && !i.spoke {
+		if i := n.info(m); i != nil && n.admittedBy(m) == signer && !i.spoke() {
 			k++
 		}
 	}
@@ -164,7 +164,7 @@ func (n *Node) Admit(joiner string, joinSig []byte) (Snapshot, Admission, error)
 	}
 	n.admit(joiner, snap.Clock, n.cfg.ID)
 	data := EncodeAnnouncement(a)
-	n.info(joiner).heard = n.proto.tick
+	n.info(joiner).heard = uint32(n.proto.tick)
 	x := n.moreAt(n.vc.slot(joiner))
 	x.admit, x.admittedAt = data, n.proto.tick
 	n.proto.bcast = append(n.proto.bcast, data)

@@ -301,7 +301,7 @@ func (n *Node) Sites() map[string]string {
 	}
 	for q := range n.proto.states {
 		i := &n.proto.states[q]
-		if m := n.vc.nameAt(q); i.tracked && m != n.cfg.ID {
+		if m := n.vc.nameAt(q); i.tracked() && m != n.cfg.ID {
 			if site := n.cardOf(i).site; site != "" {
 				sites[m] = site
 			}
@@ -403,7 +403,7 @@ func (n *Node) detect() {
 		if m == n.cfg.ID || i == nil {
 			continue
 		}
-		silent := p.tick - i.heard
+		silent := i.silentAt(p.tick)
 		state := n.live.at(q)
 		live := state == liveUp
 		if !live {
@@ -432,7 +432,7 @@ func (n *Node) detect() {
 			n.DeclareDead(m)
 			p.events = append(p.events, Event{Kind: EventDead, Member: m, Clock: i.clock, Silent: silent, Waiting: true})
 			p.membershipChanged = true
-		case live && silent >= suspect && !i.spoke && !n.foundedWith(m):
+		case live && silent >= suspect && !i.spoke() && !n.foundedWith(m):
 			// Admitted, never heard from: no update of it can be in any
 			// row, so it keeps no share of the step (a made-up joiner).
 			n.DeclareDead(m)
@@ -481,7 +481,8 @@ func (n *Node) detectWithholding(m string, q int, i *memberState, after uint64) 
 	if ticksSince(p.tick, i.blockedSince) < after {
 		return
 	}
-	i.blockedSince, i.withheld, i.withholding = 0, uint32(have), true
+	i.blockedSince, i.withheld = 0, uint32(have)
+	i.set(flagWithholding, true)
 	n.proto.withholders++
 	n.Suspect(m)
 	p.events = append(p.events, Event{Kind: EventSuspected, Member: m, Clock: i.clock, Withholding: true})
@@ -497,8 +498,8 @@ func (n *Node) releaseWithholders() {
 		return
 	}
 	for _, m := range n.members {
-		if i := n.info(m); i != nil && i.withholding && entryPast(n.vc.Get(m), i.withheld) {
-			i.withholding = false
+		if i := n.info(m); i != nil && i.withholding() && entryPast(n.vc.Get(m), i.withheld) {
+			i.set(flagWithholding, false)
 			n.proto.withholders--
 			n.heard(m)
 		}
@@ -509,7 +510,7 @@ func (n *Node) releaseWithholders() {
 // live again.
 func (n *Node) heard(m string) {
 	if i := n.info(m); i != nil {
-		n.heardSince(m, i.heard)
+		n.heardSince(m, i.heardAt(n.proto.tick))
 	}
 }
 
@@ -521,8 +522,8 @@ func (n *Node) heardSince(m string, since uint64) {
 	if i == nil || n.MemberOf(nameOf(m)) != m {
 		return
 	}
-	i.heard, i.spoke = n.proto.tick, true
-	if n.Suspected(m) && !i.withholding {
+	i.hear(n.proto.tick)
+	if n.Suspected(m) && !i.withholding() {
 		n.PeerUp(m)
 		n.proto.events = append(n.proto.events, Event{Kind: EventBack, Member: m, Clock: i.clock})
 		n.proto.membershipChanged = true
@@ -613,7 +614,7 @@ func (n *Node) heardUpdate(q int, clock uint64) {
 	if i := n.infoAt(q); i != nil {
 		i.clock = max(i.clock, clock)
 		if n.live.at(q) == liveUp {
-			i.heard, i.spoke = n.proto.tick, true
+			i.hear(n.proto.tick)
 		}
 	}
 }
@@ -734,8 +735,8 @@ func (n *Node) onHello(a Announcement) RejectReason {
 	}
 	n.setCard(i, memberCard{seq: a.Seq, round: a.Round, site: a.Site})
 	i.clock = a.Clock
-	silentSince := i.heard
-	i.heard, i.spoke = n.proto.tick, true
+	silentSince := i.heardAt(n.proto.tick)
+	i.hear(n.proto.tick)
 	// Suspected(a.Member) by slot: a member that has not left (above).
 	switch n.live.at(q) {
 	case liveUnknown:
@@ -787,7 +788,7 @@ func (n *Node) onLeave(a Announcement) RejectReason {
 	if _, gone := n.left[a.Member]; !gone {
 		n.Leave(a.Member, a.Clock)
 		if i := n.info(a.Member); i != nil {
-			i.heard, i.clock = n.proto.tick, a.Clock
+			i.heard, i.clock = uint32(n.proto.tick), a.Clock
 		}
 		n.proto.events = append(n.proto.events, Event{Kind: EventLeft, Member: a.Member, Clock: a.Clock, Waiting: n.Leaving(a.Member)})
 		n.proto.membershipChanged = true

@@ -12,7 +12,7 @@ import "slices"
 //   - memberState, what moves with the core's own time (when it last heard
 //     the member, the highest clock it knows of it): written on every
 //     update the core applies, so it stays the core's own, kept dense by
-//     slot and without pointers (40 bytes);
+//     slot and without pointers (24 bytes);
 //   - memberCard, what the member's last hello said (its sequence number,
 //     round and site label): the same in every core that took the same
 //     hello, so the cores on one slot table share one copy of each card
@@ -28,28 +28,60 @@ import "slices"
 // memberState is what the protocol knows of one member that changes with
 // the core's own time.
 type memberState struct {
-	heard uint64 // tick last heard
 	clock uint64 // last announced clock
+	// heard is the tick the member was last heard (heardAt, silentAt).
 	// blockedSince is the tick since which the member has held the gate
 	// with its entry at withheld (see detectWithholding), 0 for none: set
 	// for most members at the end of a run, when a map of them cost more
-	// than a field. Both keep the low 32 bits only, compared in serial
-	// arithmetic (ticksSince, entryPast), which holds the record to 32
-	// bytes, P² of them in a simulator: blockedSince is at most a death
-	// timeout old when read, and withheld is compared with an entry that
-	// moves a few clocks a tick.
-	blockedSince, withheld uint32
-	// card is the index of the member's card in the slot table's cards.
+	// than a field. All three keep the low 32 bits only, compared in
+	// serial arithmetic (ticksSince, entryPast), which holds the record to
+	// 24 bytes, P² of them in a simulator: a member silent for 2³² ticks
+	// (13 years of 100 ms ticks) is long declared dead, blockedSince is at
+	// most a death timeout old when read, and withheld is compared with an
+	// entry that moves a few clocks a tick.
+	heard, blockedSince, withheld uint32
+	// card is the index of the member's card in the slot table's cards
+	// (cardMask), with the record's flags in its top bits.
 	card uint32
-	// tracked is set for a member the core keeps a record of.
-	tracked bool
-	// spoke is set once the member itself was heard (a hello or a direct
-	// message).
-	spoke bool
-	// withholding is set once the member is suspected for holding the
-	// gate back, until its entry passes withheld.
-	withholding bool
 }
+
+// The flags of a member record, in the top bits of its card field.
+const (
+	// flagTracked is set for a member the core keeps a record of.
+	flagTracked = 1 << 31
+	// flagSpoke is set once the member itself was heard (a hello or a
+	// direct message).
+	flagSpoke = 1 << 30
+	// flagWithholding is set once the member is suspected for holding the
+	// gate back, until its entry passes withheld.
+	flagWithholding = 1 << 29
+	cardMask        = flagWithholding - 1
+)
+
+func (i *memberState) tracked() bool     { return i.card&flagTracked != 0 }
+func (i *memberState) spoke() bool       { return i.card&flagSpoke != 0 }
+func (i *memberState) withholding() bool { return i.card&flagWithholding != 0 }
+
+// set sets or clears flag.
+func (i *memberState) set(flag uint32, on bool) {
+	if on {
+		i.card |= flag
+	} else {
+		i.card &^= flag
+	}
+}
+
+// hear records that the member was heard at tick and spoke itself.
+func (i *memberState) hear(tick uint64) {
+	i.heard = uint32(tick)
+	i.card |= flagSpoke
+}
+
+// silentAt is how many ticks the member has been silent at tick.
+func (i *memberState) silentAt(tick uint64) uint64 { return ticksSince(tick, i.heard) }
+
+// heardAt is the tick the member was last heard, read at tick.
+func (i *memberState) heardAt(tick uint64) uint64 { return tick - i.silentAt(tick) }
 
 // ticksSince is how many ticks lie between since, the low 32 bits of a
 // tick, and tick, which is less than 2³² ticks later.
@@ -138,8 +170,8 @@ type slotExtra struct {
 func (n *Node) trackMember(m string) {
 	q := n.vc.intern(m)
 	n.proto.states = reach(n.proto.states, q)
-	if s := &n.proto.states[q]; !s.tracked {
-		*s = memberState{heard: n.proto.tick, tracked: true}
+	if s := &n.proto.states[q]; !s.tracked() {
+		*s = memberState{heard: uint32(n.proto.tick), card: flagTracked}
 	}
 	name, inc := SplitMember(m)
 	if cur, ok := n.peerInc(name); !ok || inc > cur {
@@ -153,17 +185,19 @@ func (n *Node) info(m string) *memberState { return n.infoAt(n.vc.slot(m)) }
 
 // infoAt is info by vector clock slot.
 func (n *Node) infoAt(q int) *memberState {
-	if q >= 0 && q < len(n.proto.states) && n.proto.states[q].tracked {
+	if q >= 0 && q < len(n.proto.states) && n.proto.states[q].tracked() {
 		return &n.proto.states[q]
 	}
 	return nil
 }
 
 // cardOf returns the card of record i.
-func (n *Node) cardOf(i *memberState) memberCard { return n.vc.table.cards.card(i.card) }
+func (n *Node) cardOf(i *memberState) memberCard { return n.vc.table.cards.card(i.card & cardMask) }
 
 // setCard makes c record i's card.
-func (n *Node) setCard(i *memberState, c memberCard) { i.card = n.vc.table.cards.swap(i.card, c) }
+func (n *Node) setCard(i *memberState, c memberCard) {
+	i.card = n.vc.table.cards.swap(i.card&cardMask, c) | i.card&^cardMask
+}
 
 // extraAt returns the extra record of the member of slot q, or nil.
 func (n *Node) extraAt(q int) *memberExtra {

@@ -25,16 +25,16 @@ func TestSharedCardsCopiedOnChange(t *testing.T) {
 	if card(a) != want || card(b) != want {
 		t.Fatalf("after the first hello: %+v and %+v, want %+v", card(a), card(b), want)
 	}
-	if a.info("node-02").card != b.info("node-02").card {
+	if a.info("node-02").card&cardMask != b.info("node-02").card&cardMask {
 		t.Fatal("two cores that took the same hello hold two cards")
 	}
-	old := a.info("node-02").card
+	old := a.info("node-02").card & cardMask
 
 	a.Receive("node-02", hello(2, 9000, "us"))
 	if got := (memberCard{seq: 2, round: 9000, site: "us"}); card(a) != got {
 		t.Fatalf("the core that took the second hello reads %+v, want %+v", card(a), got)
 	}
-	if card(b) != want || b.info("node-02").card != old {
+	if card(b) != want || b.info("node-02").card&cardMask != old {
 		t.Fatalf("a change by one core reached another: it reads %+v, want %+v", card(b), want)
 	}
 	if a.siteOf("node-02") != "us" || b.siteOf("node-02") != "eu" {
@@ -47,7 +47,7 @@ func TestSharedCardsCopiedOnChange(t *testing.T) {
 	}
 
 	b.Receive("node-02", hello(2, 9000, "us"))
-	if a.info("node-02").card != b.info("node-02").card {
+	if a.info("node-02").card&cardMask != b.info("node-02").card&cardMask {
 		t.Fatal("the cores took the same second hello but hold two cards")
 	}
 	if _, ok := table.cards.index[want]; ok {
@@ -100,10 +100,10 @@ func TestSharedPeersCopiedOnChange(t *testing.T) {
 	}
 }
 
-// A member's record stays 32 bytes: a simulated core holds one per member.
+// A member's record stays 24 bytes: a simulated core holds one per member.
 func TestMemberStateSize(t *testing.T) {
-	if size := unsafe.Sizeof(memberState{}); size != 32 {
-		t.Fatalf("memberState is %d bytes, want 32", size)
+	if size := unsafe.Sizeof(memberState{}); size != 24 {
+		t.Fatalf("memberState is %d bytes, want 24", size)
 	}
 }
 
@@ -137,5 +137,32 @@ func TestGateMarksSerialArithmetic(t *testing.T) {
 		if got := entryPast(c.entry, c.withheld); got != c.want {
 			t.Errorf("entryPast(%d, %d) = %v, want %v", c.entry, c.withheld, got, c.want)
 		}
+	}
+}
+
+// The tick a member was last heard keeps 32 bits and reads right across
+// the wrap; the record's flags and its card index do not disturb each
+// other.
+func TestMemberRecordPacking(t *testing.T) {
+	const wrap = uint64(1) << 32
+	for _, c := range []struct{ heard, now uint64 }{{0, 0}, {5, 9}, {wrap - 3, wrap + 4}, {7*wrap + 1, 7*wrap + 1}} {
+		var i memberState
+		i.hear(c.heard)
+		if got := i.silentAt(c.now); got != c.now-c.heard {
+			t.Fatalf("heard at %d, silent at %d: %d ticks, want %d", c.heard, c.now, got, c.now-c.heard)
+		}
+		if got := i.heardAt(c.now); got != c.heard {
+			t.Fatalf("heard at %d, read at %d: %d", c.heard, c.now, got)
+		}
+		if !i.spoke() || i.tracked() || i.withholding() {
+			t.Fatalf("hear set flags %x", i.card&^cardMask)
+		}
+	}
+	i := memberState{card: cardMask}
+	i.set(flagTracked, true)
+	i.set(flagWithholding, true)
+	i.set(flagWithholding, false)
+	if i.card&cardMask != cardMask || !i.tracked() || i.withholding() || i.spoke() {
+		t.Fatalf("card %x: index %d, tracked %v, withholding %v, spoke %v", i.card, i.card&cardMask, i.tracked(), i.withholding(), i.spoke())
 	}
 }
