@@ -18,13 +18,14 @@ import (
 )
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("simulate", "simulate [flags]", "Runs the node core of every member as a discrete-event simulation on a virtual clock, in one goroutine, replayable by seed.", stderr)
+	fs := newFlagSet("simulate", "simulate [flags]", "Runs the node core of every member as a discrete-event simulation on a virtual clock, its nodes dealt over --workers goroutines, replayable by seed and workers.", stderr)
 	nodes := fs.Int("nodes", 64, fmt.Sprintf("number of simulated nodes (1-%d)", sim.MaxNodes))
 	data := fs.String("data", "rcv1", "training data: a built-in set ("+strings.Join(dataset.BuiltinNames(), ", ")+") or a LIBSVM file (plain or .gz)")
 	testData := fs.String("test-data", "", "test data, a LIBSVM file (default: the built-in set's test split, or 20% of --data held out)")
 	var training trainingFlags
 	training.register(fs, simulateCommand)
-	seed := fs.Uint64("seed", 1, "seed of every random choice: data, links, faults; the same seed gives the same trace hash")
+	seed := fs.Uint64("seed", 1, "seed of every random choice: data, links, faults; the same seed and --workers give the same trace hash")
+	workers := fs.Int("workers", 2, fmt.Sprintf("goroutines that run the nodes, 1-%d: they advance in windows of the least link latency; the trace depends on the seed and this number, not on the machine", sim.MaxWorkers))
 	topology := fs.String("topology", "halton", "overlay: halton or full")
 	sites := fs.String("sites", "auto", sitesHelp)
 	wan := fs.String("wan", "lan", "modelled network: lan, geo3 or latency=50ms,bandwidth=100Mbit, optionally followed by ,loss=0.01 ,jitter=5ms ,dup=0.001 ,reorder=0.01")
@@ -60,6 +61,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return badInput("--relay-window %v: want >= 0", *relayWindow)
 	case *history < 1:
 		return badInput("--history %d: want >= 1", *history)
+	case *workers < 1 || *workers > sim.MaxWorkers:
+		return badInput("--workers %d: want 1 to %d", *workers, sim.MaxWorkers)
 	}
 	link, err := netmodel.ParseLinkProfile(*wan)
 	if err != nil {
@@ -107,9 +110,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		ComputeTime: *computeTime, FlushDelay: *relayWindow, Faults: scenario,
 		Sync:      node.SyncConfig{History: *history},
 		EvalEvery: int(training.evalInterval(settings.Iterations)),
+		Workers:   *workers,
 	}
-	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %s, %d iterations, seed %d\n",
-		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, training.exchange.describe(), cfg.Iterations, cfg.Seed)
+	fmt.Fprintf(stderr, "simulate: %d nodes, %s on %s, %s overlay, network %s, staleness %d, %s, %d iterations, seed %d, %d workers\n",
+		cfg.Nodes, cfg.Model, train.Name, cfg.Topology, *wan, cfg.Staleness, training.exchange.describe(), cfg.Iterations, cfg.Seed, cfg.Workers)
 	if strings.HasPrefix(*data, dataset.SynthPrefix) {
 		fmt.Fprintf(stderr, "test data: %s\n", test.Name)
 	}
@@ -164,7 +168,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		for _, a := range rep.Assertions {
 			fmt.Fprintf(stdout, "line %d: %s at iteration %d: %v (value %g)\n", a.Line, a.Step, a.Iteration, map[bool]string{true: "passed", false: "FAILED"}[a.Passed], a.Value)
 		}
-		fmt.Fprintf(stdout, "trace hash %s (seed %d)\n", rep.TraceHash, rep.Seed)
+		fmt.Fprintf(stdout, "trace hash %s (seed %d, %d workers)\n", rep.TraceHash, rep.Seed, rep.Workers)
 	}
 	if !rep.Invariants.OK {
 		return fmt.Errorf("invariants violated: %+v", rep.Invariants)

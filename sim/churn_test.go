@@ -116,7 +116,7 @@ func TestSimDoneFollowsTheCore(t *testing.T) {
 	if !watcher.core.Suspected(gone.id) {
 		t.Fatalf("node 0 never suspected the silent %s", gone.id)
 	}
-	s.flush(watcher)
+	s.workerOf(0).flush(watcher)
 	if !watcher.core.Done() {
 		t.Fatal("node 0's core is no longer done after suspecting a member")
 	}

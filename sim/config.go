@@ -96,6 +96,10 @@ type Config struct {
 	// (0: about ten per run) and one per scenario step.
 	Progress  func(Progress)
 	EvalEvery int
+	// Workers is how many goroutines run the nodes (workers.go), 1 to
+	// MaxWorkers (0 = 1). The trace depends on the seed and on Workers:
+	// the same pair replays the same run on any machine.
+	Workers int
 }
 
 // DefaultSendQueueBytes is Config.SendQueueBytes's default, the daemon's.
@@ -129,6 +133,11 @@ func (c *Config) validate() error {
 		return errors.New("compute time, sync timeout, sync interval, detection delay, flush delay and tick must be >= 0")
 	case c.SendQueueBytes < 0:
 		return fmt.Errorf("send queue bytes must be >= 0 (0 = %d), got %d", DefaultSendQueueBytes, c.SendQueueBytes)
+	case c.Workers < 0 || c.Workers > MaxWorkers:
+		return fmt.Errorf("workers must be between 1 and %d (0 = 1), got %d", MaxWorkers, c.Workers)
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
 	}
 	if err := c.Training.Validate(c.Train, c.Test); err != nil {
 		return err

@@ -1,9 +1,11 @@
 // Package sim owns the discrete-event simulator: it runs hundreds or
-// thousands of node cores (package node, the code a real mesh runs) in one
-// goroutine, on a virtual clock, over modelled links with loss,
+// thousands of node cores (package node, the code a real mesh runs) on a
+// virtual clock, dealt over a number of workers (goroutines) that advance
+// in windows of the least link latency, over modelled links with loss,
 // duplication, reordering and partitions, driven by a fault script (kills,
 // restarts, partitions, joins, leaves, churn with heavy-tailed sessions),
-// and replayable by seed: the same configuration gives the same trace hash.
+// and replayable by seed: the same configuration, workers included, gives
+// the same trace hash.
 //
 // It stands apart from package testnet, which runs real libp2p hosts over
 // loopback sockets: the simulator opens no socket and its nodes keep
@@ -13,11 +15,12 @@
 // overlay (netmodel.Router). It imports no libp2p (TestNoLibp2p).
 //
 //   - config.go: the configuration, its defaults and their checks.
-//   - sim.go: building the nodes and the run loop. The cores share what
-//     is the same between them: a decode cache, the committed views of
-//     the same rows (node.RowStore), a gradient scratch, the table of
-//     origin slots (node.SlotTable) and the spare outbox queues
-//     (node.QueuePool).
+//   - sim.go: building the nodes and the run loop.
+//   - workers.go: the workers, their windows, and what the cores of one
+//     worker share because it is the same between them: a decode cache,
+//     the committed views of the same rows and the sums of pending rows
+//     (node.RowStore), a gradient scratch, the table of origin slots
+//     (node.SlotTable) and the spare outbox queues (node.QueuePool).
 //   - overlay.go: the overlays the cores route over, built once per input.
 //   - members.go: joins, rejoins by snapshot, leaves and stops.
 //   - queue.go: the event queue and the trace hash.

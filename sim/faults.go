@@ -247,7 +247,7 @@ func (s *sim) fire(st simStep) error {
 			s.schedule(s.now+s.tick, evTick, int32(i), 0, n.inc, nil)
 		}
 		for _, i := range st.nodes {
-			s.advance(s.nodes[i])
+			s.workerOf(int32(i)).advance(s.nodes[i])
 		}
 		s.noteDone()
 	case "join":

@@ -19,7 +19,7 @@ func (s *sim) check() {
 			s.stop = true
 			return
 		}
-	case s.now-s.lastTrain > 200*s.timeout:
+	case s.now-s.total().lastTrain > 200*s.timeout:
 		s.stalled = true
 		s.stop = true
 		return
@@ -31,7 +31,7 @@ func (s *sim) assert(st simStep) {
 	var v float64
 	switch st.metric {
 	case "staleness":
-		v = float64(s.staleMax)
+		v = float64(s.total().staleMax)
 	case "loss", "accuracy":
 		loss, acc := s.meanMetrics()
 		v = loss

@@ -472,7 +472,7 @@ func TestSimSplitAboutTheHistory(t *testing.T) {
 		rejoined         int
 	}{
 		{"at 3: partition 0-3 | 4-7\nat 8: heal", "halton", 1, 2, 4},
-		{"at 0: loss 0.02\nat 3: partition 0-6 | 7\nat 8: heal", "halton", 3, 0, 7},
+		{"at 0: loss 0.02\nat 3: partition 0-6 | 7\nat 8: heal", "halton", 1, 0, 7},
 	} {
 		sc, err := ParseScenario(strings.NewReader(tc.script), "split.txt")
 		if err != nil {

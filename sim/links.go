@@ -16,7 +16,7 @@ import (
 
 // deliver hands an arriving message to its node, unless the node is dead or
 // cut off from the sender.
-func (s *sim) deliver(ev simEvent) {
+func (s *worker) deliver(ev simEvent) {
 	to := s.nodes[ev.node]
 	switch {
 	case !to.alive:
@@ -41,7 +41,7 @@ func (s *sim) deliver(ev simEvent) {
 	s.advance(to)
 }
 
-func (s *sim) drop(from, to int32, size int, reason string) {
+func (s *worker) drop(from, to int32, size int, reason string) {
 	s.dropped[reason]++
 	var code uint64
 	switch reason {
@@ -62,7 +62,7 @@ func linkKey(from, to int32) uint64 { return uint64(uint32(from))<<32 | uint64(u
 
 // sweepLinks forgets the links free by now. A fresh map, since a map
 // does not give back the room of the entries deleted from it.
-func (s *sim) sweepLinks() {
+func (s *worker) sweepLinks() {
 	busy := make(map[uint64]int64, len(s.busy)/2)
 	for link, free := range s.busy {
 		if free > s.now {
@@ -74,7 +74,7 @@ func (s *sim) sweepLinks() {
 
 // send puts one message on the link from → to: at once when the link is
 // free, else in the link's queue.
-func (s *sim) send(from, to int32, data []byte) {
+func (s *worker) send(from, to int32, data []byte) {
 	size := len(data)
 	urgent := node.IsAnnouncement(data)
 	switch {
@@ -114,7 +114,7 @@ func (s *sim) send(from, to int32, data []byte) {
 
 // linkFree starts the next message waiting on the link from → to, which
 // is free now. What a sender queued before it stopped went with it.
-func (s *sim) linkFree(from, to int32) {
+func (s *worker) linkFree(from, to int32) {
 	link := linkKey(from, to)
 	q := s.waiting[link]
 	if q == nil {
@@ -136,7 +136,7 @@ func (s *sim) linkFree(from, to int32) {
 
 // dropQueued drops everything q holds for the link from → to, whose
 // sender stopped.
-func (s *sim) dropQueued(from, to int32, q *linkQueue) {
+func (s *worker) dropQueued(from, to int32, q *linkQueue) {
 	for _, d := range q.urgent {
 		s.drop(from, to, len(d), "dead")
 	}
@@ -148,7 +148,7 @@ func (s *sim) dropQueued(from, to int32, q *linkQueue) {
 
 // transmit puts data on the link from → to, free now: it occupies the link
 // for its transmission time and arrives a latency later, unless lost.
-func (s *sim) transmit(from, to int32, data []byte) {
+func (s *worker) transmit(from, to int32, data []byte) {
 	size := len(data)
 	a, b := s.nodes[from], s.nodes[to]
 	if a.group != b.group {
@@ -226,7 +226,7 @@ func (q *linkQueue) pop() []byte {
 
 func (q *linkQueue) empty() bool { return len(q.urgent) == 0 && len(q.data) == 0 }
 
-func (s *sim) jitterDelay() int64 {
+func (s *worker) jitterDelay() int64 {
 	if s.jitter == 0 {
 		return 0
 	}

@@ -68,7 +68,7 @@ func (s *sim) rejoin(n *simNode) bool {
 	if err != nil {
 		return false
 	}
-	s.endStall(n)
+	s.workerOf(int32(n.idx)).endStall(n)
 	n.incarnation++
 	s.retire(n)
 	n.core, n.id = core, id
@@ -89,11 +89,12 @@ func (s *sim) startFrom(n, donor *simNode, snap *node.Snapshot) {
 		n.core.Receive(donor.id, node.EncodeEnvelope(snap.Pending))
 	}
 	s.schedule(s.now+s.tick, evTick, int32(n.idx), 0, n.inc, nil)
-	s.cause = causeMembership
-	s.flush(n)
-	s.flush(donor)
-	s.advance(n)
-	s.advance(donor)
+	wn, wd := s.workerOf(int32(n.idx)), s.workerOf(int32(donor.idx))
+	wn.cause, wd.cause = causeMembership, causeMembership
+	wn.flush(n)
+	wd.flush(donor)
+	wn.advance(n)
+	wd.advance(donor)
 	s.noteDone()
 }
 
@@ -102,13 +103,14 @@ func (s *sim) startFrom(n, donor *simNode, snap *node.Snapshot) {
 // acknowledged. n stays up for that, training no more, until every notice
 // is acknowledged or leaveTimeout has passed.
 func (s *sim) leave(n *simNode) {
-	s.endStall(n)
+	w := s.workerOf(int32(n.idx))
+	w.endStall(n)
 	n.left, n.leaving, n.computing, n.done = true, true, false, false
 	n.last, n.entry = n.core.Clock(), n.core.Entry()
 	n.core.StartLeave()
 	s.schedule(s.now+leaveTimeout, evGone, int32(n.idx), 0, n.inc, nil)
-	s.cause = causeMembership
-	s.flush(n)
+	w.cause = causeMembership
+	w.flush(n)
 }
 
 // leaveTimeout bounds how long a leaver waits for acknowledgements, as
@@ -117,7 +119,7 @@ const leaveTimeout = int64(3 * time.Second)
 
 // stopNode takes n down: it drops what arrives and does nothing more.
 func (s *sim) stopNode(n *simNode) {
-	s.endStall(n)
+	s.workerOf(int32(n.idx)).endStall(n)
 	n.alive, n.leaving, n.computing, n.done, n.flushArmed = false, false, false, false, false
 	n.inc++
 	if n.left || !s.restartable[n.idx] {

@@ -5,6 +5,7 @@ package sim
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/sketchmesh/sketchmesh/halton"
 	"github.com/sketchmesh/sketchmesh/netmodel"
@@ -35,6 +36,8 @@ func (s *sim) overlay(live []string, site map[string]string) netmodel.Router {
 		key.WriteString(site[m])
 		key.WriteByte(',')
 	}
+	s.overlayMu.Lock()
+	defer s.overlayMu.Unlock()
 	if r, ok := s.routers[key.String()]; ok {
 		return r
 	}
@@ -66,15 +69,20 @@ func siteAware(live []string, site map[string]string) bool {
 // mesh of P starts, when it routes a few times. The overlay is a function
 // of the live set and the labels, so building it late builds the same one.
 type lazyRouter struct {
-	s    *sim
-	live []string
-	site map[string]string
-	r    netmodel.Router
+	s *sim
+	// built builds r once: cores of every worker may share the router
+	// (keepOverlay).
+	built sync.Once
+	live  []string
+	site  map[string]string
+	r     netmodel.Router
 }
 
 // keyedOverlay returns the overlay built before for an input with this
 // key, or nil.
 func (s *sim) keyedOverlay(key node.OverlayKey) node.Router {
+	s.overlayMu.Lock()
+	defer s.overlayMu.Unlock()
 	if key.Unlabelled > 0 {
 		return s.flat[key.Members]
 	}
@@ -83,6 +91,8 @@ func (s *sim) keyedOverlay(key node.OverlayKey) node.Router {
 
 // keepOverlay remembers the overlay a core built under its key.
 func (s *sim) keepOverlay(key node.OverlayKey, r node.Router) {
+	s.overlayMu.Lock()
+	defer s.overlayMu.Unlock()
 	m, k := s.keyed, key.Labelled
 	if key.Unlabelled > 0 {
 		m, k = s.flat, key.Members
@@ -99,9 +109,9 @@ func (s *sim) lazyOverlay(live []string, site map[string]string) node.Router {
 
 // Forward implements node.Router.
 func (l *lazyRouter) Forward(origin, at string) []string {
-	if l.r == nil {
+	l.built.Do(func() {
 		l.r = l.s.overlay(l.live, l.site)
 		l.live, l.site = nil, nil
-	}
+	})
 	return l.r.Forward(origin, at)
 }

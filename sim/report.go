@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/node"
@@ -14,7 +16,10 @@ type Report struct {
 	Nodes      int    `json:"nodes"`
 	Iterations int    `json:"iterations"`
 	Seed       uint64 `json:"seed"`
-	Topology   string `json:"topology"`
+	// Workers is how many workers ran the nodes: with Seed, what the
+	// trace depends on.
+	Workers  int    `json:"workers"`
+	Topology string `json:"topology"`
 	// Sites is how many sites the initial nodes' overlay groups them into
 	// once their site labels are heard: 1 for the flat overlay and the
 	// full mesh (Config.Sites).
@@ -187,6 +192,8 @@ type AssertionResult struct {
 
 func (s *sim) report(wall time.Duration) *Report {
 	cfg := s.cfg
+	t := s.total()
+	slices.SortStableFunc(t.divergences, func(a, b Divergence) int { return cmp.Compare(a.SimulatedSeconds, b.SimulatedSeconds) })
 	end := s.now
 	if s.allDoneAt >= 0 {
 		end = s.allDoneAt
@@ -195,6 +202,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		Nodes:                cfg.Nodes,
 		Iterations:           cfg.Iterations,
 		Seed:                 cfg.Seed,
+		Workers:              cfg.Workers,
 		Topology:             cfg.Topology,
 		MeanHops:             s.hops,
 		Diameter:             s.diameter,
@@ -205,47 +213,47 @@ func (s *sim) report(wall time.Duration) *Report {
 		Optimizer:            string(cfg.Optimizer),
 		Codec:                s.cdcName,
 		Dataset:              cfg.Train.Name,
-		TraceHash:            fmt.Sprintf("%016x", uint64(s.trace)),
-		Events:               s.events,
+		TraceHash:            fmt.Sprintf("%016x", s.traceHash()),
+		Events:               t.events,
 		WallSeconds:          wall.Seconds(),
 		SimulatedSeconds:     float64(end) / 1e9,
-		NodeIterations:       s.nodeIters,
-		StalenessObservedMax: s.staleMax,
-		MessagesTotal:        s.msgs,
-		BytesTotal:           s.bytes,
-		SyncRequests:         s.syncMsgs,
+		NodeIterations:       t.nodeIters,
+		StalenessObservedMax: t.staleMax,
+		MessagesTotal:        t.msgs,
+		BytesTotal:           t.bytes,
+		SyncRequests:         t.syncMsgs,
 		StallSyncs:           s.retiredStats.StallAsks,
-		SyncRequestBytes:     s.syncBytes,
-		Dropped:              s.dropped,
-		Duplicated:           s.dups,
-		Rejected:             s.rejected.Counts(),
+		SyncRequestBytes:     t.syncBytes,
+		Dropped:              t.dropped,
+		Duplicated:           t.dups,
+		Rejected:             t.rejected.Counts(),
 		Assertions:           s.assertions,
 		Joined:               s.joined,
 		Rejoined:             s.rejoins,
 		ViewDigestsCompared:  s.retiredStats.DigestsCompared,
 		UpdatesResent:        s.retiredStats.UpdatesResent,
 		SyncRequestsServed:   s.retiredStats.RequestsServed,
-		Divergences:          s.divergences[:min(len(s.divergences), MaxDivergencesListed)],
+		Divergences:          t.divergences[:min(len(t.divergences), MaxDivergencesListed)],
 	}
 	if cfg.Faults != nil {
 		r.Scenario = cfg.Faults.Name
 	}
 	if wall > 0 {
-		r.NodeIterationsPerSecond = float64(s.nodeIters) / wall.Seconds()
+		r.NodeIterationsPerSecond = float64(t.nodeIters) / wall.Seconds()
 	}
 	if end > 0 {
-		r.SimulatedNodeIterationsPerSecond = float64(s.nodeIters) / r.SimulatedSeconds
+		r.SimulatedNodeIterationsPerSecond = float64(t.nodeIters) / r.SimulatedSeconds
 	}
-	if s.reads > 0 {
-		r.StalenessObservedMean = float64(s.staleSum) / float64(s.reads)
+	if t.reads > 0 {
+		r.StalenessObservedMean = float64(t.staleSum) / float64(t.reads)
 	}
-	if s.nodeIters > 0 {
-		r.MessagesPerNodePerIteration = float64(s.msgs) / float64(s.nodeIters)
-		r.MembershipMessages, r.MembershipBytes = s.memberMsgs, s.memberBytes
-		r.BytesPerNodePerIteration = float64(s.bytes) / float64(s.nodeIters)
+	if t.nodeIters > 0 {
+		r.MessagesPerNodePerIteration = float64(t.msgs) / float64(t.nodeIters)
+		r.MembershipMessages, r.MembershipBytes = t.memberMsgs, t.memberBytes
+		r.BytesPerNodePerIteration = float64(t.bytes) / float64(t.nodeIters)
 		r.MessagesBy = map[string]float64{}
-		for c, k := range s.sentBy {
-			r.MessagesBy[causeNames[c]] = float64(k) / float64(s.nodeIters)
+		for c, k := range t.sentBy {
+			r.MessagesBy[causeNames[c]] = float64(k) / float64(t.nodeIters)
 		}
 	}
 	var lossSum, accSum, aucSum, blocked float64
@@ -282,11 +290,11 @@ func (s *sim) report(wall time.Duration) *Report {
 	r.RetainedFramesPerNode = float64(retained) / float64(len(s.nodes))
 	r.Invariants = Invariants{
 		AppliedTwice:                s.appliedTwice(),
-		MaxReadStaleness:            s.staleMax,
+		MaxReadStaleness:            t.staleMax,
 		UndeliveredAfterHeal:        s.undelivered(),
 		Stalled:                     s.stalled,
 		FinishedBeforeLeaverUpdates: s.finishedShort(),
-		ViewDivergence:              uint64(len(s.divergences)),
+		ViewDivergence:              uint64(len(t.divergences)),
 	}
 	inv := &r.Invariants
 	inv.OK = inv.AppliedTwice == 0 && inv.MaxReadStaleness <= uint64(cfg.Staleness) && inv.UndeliveredAfterHeal == 0 && !inv.Stalled &&

@@ -145,7 +145,8 @@ func TestSimCoresComputeEachViewOnce(t *testing.T) {
 	}
 	// A fold point every 64 updates: p/64 a row, iters rows.
 	want := uint64(p / 64 * iters)
-	if s.rows.Computed > 2*want || s.rows.Taken < uint64(p*iters) {
-		t.Fatalf("%d views computed, %d taken; want at most %d computed (one per fold point and row: %d) and at least %d taken", s.rows.Computed, s.rows.Taken, 2*want, want, p*iters)
+	rows := s.workers[0].rows
+	if rows.Computed > 2*want || rows.Taken < uint64(p*iters) {
+		t.Fatalf("%d views computed, %d taken; want at most %d computed (one per fold point and row: %d) and at least %d taken", rows.Computed, rows.Taken, 2*want, want, p*iters)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/codec"
@@ -25,10 +26,12 @@ import (
 //
 // # Event model
 //
-// Nodes are node.Node cores, built exactly
-// as a real mesh builds them. One goroutine pops events from a heap ordered
-// by (virtual time, sequence number), so simultaneous events keep the order
-// in which they were scheduled. Events are: a message arriving, an iteration
+// Nodes are node.Node cores, built exactly as a real mesh builds them,
+// dealt over Config.Workers workers (workers.go). Each worker pops its
+// nodes' events from a heap ordered by (virtual time, sequence number), so
+// simultaneous events keep the order in which they were scheduled, and the
+// workers advance together in windows of the least link latency. Events
+// are: a message arriving, an iteration
 // finishing, a node's stall timer or anti-entropy timer firing, a delayed
 // flush, a node's tick, a leaver going down, and a periodic check. A node whose
 // gate is open starts an iteration; its Train runs when the iteration's
@@ -82,9 +85,10 @@ import (
 //
 // # Determinism
 //
-// All randomness comes from one PCG source seeded by cfg.Seed, drawn in
-// event order, and nothing in the event loop reads the wall clock (only
-// WallSeconds does). The same configuration and seed give the same events
+// All randomness comes from PCG sources seeded by cfg.Seed, one per worker
+// and one for the script's steps, each drawn in its event order, and
+// nothing in the event loop reads the wall clock (only WallSeconds does).
+// The same configuration, seed and number of workers give the same events
 // in the same order, hence the same TraceHash: an FNV-64a hash over every
 // delivered and dropped message (time, ends, size), every iteration (time,
 // node, clock, training loss bits), every scenario step, every verdict of a
@@ -187,23 +191,18 @@ type sim struct {
 	iters uint64
 	nodes []*simNode
 	index map[string]int32
-	q     simQueue
-	seq   uint64
-	now   int64
-	rng   *rand.Rand
-	trace simTrace
-	// rejected is every core's Tracer: the one tally of their refusals.
-	rejected node.RejectTally
-
-	// busy is when a directed link (linkKey) is free again, for the links
-	// still busy at the last sweep or sent on since: a link free by now
-	// is the same as one never used, and every node broadcasts to every
-	// other, so a table of all P² links would be dense.
-	busy     map[uint64]int64
-	busyKept int
-	// waiting holds the queues of the busy links something waits for
-	// (links.go), and queueLimit bounds each (Config.SendQueueBytes).
-	waiting    map[uint64]*linkQueue
+	// workers run the nodes' events (workers.go); checks holds the run's
+	// periodic checks. now is the time between windows, rng draws what
+	// the script's steps choose, and trace hashes the steps and joins.
+	workers  []*worker
+	checks   simQueue
+	checkSeq uint64
+	now      int64
+	rng      *rand.Rand
+	trace    simTrace
+	// lookahead is the least one-way latency, the length of a window.
+	lookahead int64
+	// queueLimit bounds each link's queue (Config.SendQueueBytes).
 	queueLimit int
 	lat        [][]int64
 	bw         [][]float64
@@ -224,12 +223,10 @@ type sim struct {
 	// What new cores are built from.
 	mdl      *model.Model
 	cdc      codec.Codec
-	cache    *node.DecodeCache
-	rows     *node.RowStore
-	scratch  model.Scratch
-	queues   node.QueuePool
-	slots    *node.SlotTable
 	shuffled *dataset.Dataset
+	// overlayMu guards routers, keyed and flat: the cores of every worker
+	// share them.
+	overlayMu sync.Mutex
 	// routers holds the overlays of the live sets nodes have, keyed by
 	// the set and its site labels.
 	routers map[string]netmodel.Router
@@ -244,9 +241,6 @@ type sim struct {
 	// rejoins counts the new incarnations of nodes that fell behind the
 	// frame history.
 	rejoins int
-	// divergences are the view divergences the cores reported
-	// (node.EventDiverged).
-	divergences []Divergence
 	// retired holds the incarnations whose cores were dropped (replaced
 	// by a rejoin, or gone for good: see retire), whose updates the live
 	// nodes must still hold alike; retiredStats and retiredTwice are what
@@ -262,24 +256,11 @@ type sim struct {
 	// kept when they stop.
 	restartable map[int]bool
 
-	msgs, bytes, syncMsgs, syncBytes, dups uint64
-	// cause is why the messages being sent now leave (one of the causes
-	// below); sentBy counts the update protocol's messages by it.
-	cause  int
-	sentBy [numCauses]uint64
-	// memberMsgs and memberBytes count the membership protocol's
-	// messages (hellos, admits, leaves, acks), apart from msgs and bytes.
-	memberMsgs, memberBytes   uint64
-	dropped                   map[string]uint64
-	staleMax, staleSum, reads uint64
-	nodeIters                 uint64
-	lastTrain                 int64
-	allDoneAt                 int64
+	allDoneAt int64
 	// doneHint is the node allDone found not done last (see there).
 	doneHint            int
 	stalled             bool
 	stop                bool
-	events              uint64
 	evalEvery, nextEval uint64
 	assertions          []AssertionResult
 
@@ -310,7 +291,6 @@ func newSim(cfg Config) (*sim, error) {
 		flushDly:  int64(cfg.FlushDelay),
 		test:      cfg.Test.Rows,
 		cdcName:   cdc.Name(),
-		dropped:   map[string]uint64{},
 		allDoneAt: -1,
 		evalEvery: uint64(max(1, cfg.Iterations/10)),
 		mdl:       mdl,
@@ -334,9 +314,13 @@ func newSim(cfg Config) (*sim, error) {
 		return nil, err
 	}
 	p := s.p
-	s.busy = map[uint64]int64{}
-	s.waiting = map[uint64]*linkQueue{}
 	s.queueLimit = cfg.SendQueueBytes
+	s.lookahead = s.lat[0][0]
+	for a := range s.lat {
+		for _, l := range s.lat[a] {
+			s.lookahead = min(s.lookahead, l)
+		}
+	}
 	s.index = make(map[string]int32, p)
 	width := len(strconv.Itoa(p - 1))
 	s.ids = make([]string, p)
@@ -346,15 +330,9 @@ func newSim(cfg Config) (*sim, error) {
 		s.index[s.ids[i]] = int32(i)
 	}
 	s.shuffled = cfg.Train.Shuffled(int64(cfg.Seed))
-	// Every receiver decodes the same frame to the same update; one shared
-	// cache turns P² decodes an iteration into P. It holds the frames of
-	// the iterations that can be in flight at once.
-	s.cache = node.NewDecodeCache(p * (cfg.Staleness + 3))
-	// Cores that committed the same updates share one committed view; the
-	// store remembers the digests of the updates the cache holds, which
-	// are those the cores add to their rows but for late ones.
-	s.rows = node.NewRowStore(s.mdl.NumParams(), p*(cfg.Staleness+3))
-	s.slots = node.NewSlotTable(p)
+	for id := range cfg.Workers {
+		s.workers = append(s.workers, newWorker(s, id))
+	}
 	for i := range cfg.Nodes {
 		s.nodes = append(s.nodes, &simNode{idx: i, id: s.ids[i], site: i % cfg.WAN.Sites, alive: true, slow: 1})
 	}
@@ -386,6 +364,7 @@ func (s *sim) newCore(i int, start *node.Snapshot, admission *node.Admission) (*
 // i when it rejoins).
 func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.Admission) (*node.Node, error) {
 	cfg := s.cfg
+	w := s.workerOf(int32(i))
 	var shard *dataset.Dataset
 	if rows := len(s.shuffled.Rows); s.p <= rows {
 		shard = s.shuffled.Shard(i, s.p)
@@ -410,14 +389,14 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 		Overlay:       s.lazyOverlay,
 		OverlayByKey:  s.keyedOverlay,
 		OverlayBuilt:  s.keepOverlay,
-		DecodeCache:   s.cache,
-		SharedRows:    s.rows,
-		Scratch:       &s.scratch,
-		Queues:        &s.queues,
-		Slots:         s.slots,
+		DecodeCache:   w.cache,
+		SharedRows:    w.rows,
+		Scratch:       &w.scratch,
+		Queues:        &w.queues,
+		Slots:         w.slots,
 		Start:         start,
 		Admission:     admission,
-		Tracer:        &s.rejected,
+		Tracer:        &w.rejected,
 	}
 	if start == nil {
 		nc.Members = s.ids[:cfg.Nodes]
@@ -437,9 +416,19 @@ func (s *sim) newCoreAs(i int, id string, start *node.Snapshot, admission *node.
 	return core, nil
 }
 
+// schedule queues an event between windows: a check on the run's queue,
+// anything else on the queue of the worker that handles it.
 func (s *sim) schedule(at int64, kind uint8, n, from int32, tag uint32, data []byte) {
-	s.seq++
-	s.q.push(simEvent{at: at, seq: s.seq, kind: kind, node: n, from: from, tag: tag, data: data})
+	if kind == evCheck {
+		s.checkSeq++
+		s.checks.push(simEvent{at: at, seq: s.checkSeq, kind: kind})
+		return
+	}
+	owner := n
+	if kind == evLinkFree {
+		owner = from
+	}
+	s.workerOf(owner).schedule(at, kind, n, from, tag, data)
 }
 
 func (s *sim) run(ctx context.Context) error {
@@ -455,59 +444,30 @@ func (s *sim) run(ctx context.Context) error {
 		return err
 	}
 	for _, n := range s.nodes {
-		s.advance(n)
+		s.workerOf(int32(n.idx)).advance(n)
 	}
-	for !s.stop && len(s.q) > 0 {
-		ev := s.q.pop()
-		s.now = ev.at
-		s.events++
-		if s.events%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("simulation interrupted at %.3f virtual seconds: %w", float64(s.now)/1e9, err)
-			}
+	for !s.stop {
+		at, ok := s.nextEvent()
+		if !ok {
+			break
 		}
-		var err error
-		switch ev.kind {
-		case evDeliver:
-			s.deliver(ev)
-		case evTrainDone:
-			err = s.trainDone(ev)
-		case evFlush:
-			// A window the node's own update closed is void (from
-			// carries the window's number).
-			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc && n.flushArmed && uint32(ev.from) == n.window {
-				n.flushArmed = false
-				s.cause = causeWindow
-				s.flush(n)
-			}
-		case evTick:
-			if n := s.nodes[ev.node]; n.alive && ev.tag == n.inc {
-				if n.core.Rejoining() != "" && s.rejoin(n) {
-					break
-				}
-				n.core.Tick()
-				s.cause = causeTick
-				// Held relays, and what the tick queued with them,
-				// leave with the node's own update or when their
-				// window closes; with neither due, they leave now.
-				if !n.flushArmed && !n.computing {
-					s.flush(n)
-				}
-				s.advance(n)
-				s.noteDone()
-				s.schedule(s.now+s.tick, evTick, ev.node, 0, ev.tag, nil)
-			}
-		case evLinkFree:
-			s.linkFree(ev.from, ev.node)
-		case evCheck:
+		if len(s.checks) > 0 && s.checks[0].at == at {
+			s.setNow(at)
+			s.checks.pop()
 			s.check()
-		case evGone:
-			if n := s.nodes[ev.node]; n.alive && n.leaving && ev.tag == n.inc {
-				s.stopNode(n)
-			}
+			continue
 		}
-		if err != nil {
+		end := at + max(s.lookahead, 1)
+		if len(s.checks) > 0 {
+			end = min(end, s.checks[0].at)
+		}
+		s.window(end)
+		s.setNow(end)
+		if err := s.betweenWindows(); err != nil {
 			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("simulation interrupted at %.3f virtual seconds: %w", float64(s.now)/1e9, err)
 		}
 	}
 	for s.nextStep < len(s.steps) {
@@ -519,8 +479,99 @@ func (s *sim) run(ctx context.Context) error {
 	return nil
 }
 
+// betweenWindows does what the last window asked of the run, worker by
+// worker in order: the errors, stops and rejoins; then the script's steps
+// and progress when a node trained, and the check for the end.
+func (s *sim) betweenWindows() error {
+	trained := false
+	for _, w := range s.workers {
+		if w.err != nil {
+			return w.err
+		}
+		for _, n := range w.stops {
+			if n.alive {
+				s.stopNode(n)
+			}
+		}
+		for _, n := range w.rejoins {
+			if n.alive && n.core != nil && (n.core.Rejoining() == "" || !s.rejoin(n)) {
+				w.tickNode(n)
+			}
+		}
+		clear(w.stops)
+		clear(w.rejoins)
+		w.stops, w.rejoins = w.stops[:0], w.rejoins[:0]
+		trained = trained || w.trained
+		w.trained = false
+	}
+	if trained {
+		if err := s.fireSteps(); err != nil {
+			return err
+		}
+		if low := s.minLiveClock(); low >= s.nextEval && s.cfg.Progress != nil {
+			s.progress("")
+			for s.nextEval <= low {
+				s.nextEval += s.evalEvery
+			}
+		}
+	}
+	s.noteDone()
+	return nil
+}
+
+// handle runs one event of one of the worker's nodes.
+func (w *worker) handle(ev simEvent) {
+	switch ev.kind {
+	case evDeliver:
+		w.deliver(ev)
+	case evTrainDone:
+		if err := w.trainDone(ev); err != nil && w.err == nil {
+			w.err = err
+		}
+	case evFlush:
+		// A window the node's own update closed is void (from carries
+		// the window's number).
+		if n := w.nodes[ev.node]; n.alive && ev.tag == n.inc && n.flushArmed && uint32(ev.from) == n.window {
+			n.flushArmed = false
+			w.cause = causeWindow
+			w.flush(n)
+		}
+	case evTick:
+		if n := w.nodes[ev.node]; n.alive && ev.tag == n.inc {
+			w.schedule(w.now+w.tick, evTick, ev.node, 0, ev.tag, nil)
+			if n.core.Rejoining() != "" {
+				// A rejoin builds a core from another node's snapshot:
+				// between windows, which tick the node when it cannot
+				// rejoin.
+				w.rejoins = append(w.rejoins, n)
+				return
+			}
+			w.tickNode(n)
+		}
+	case evLinkFree:
+		w.linkFree(ev.from, ev.node)
+	case evGone:
+		if n := w.nodes[ev.node]; n.alive && n.leaving && ev.tag == n.inc {
+			w.stops = append(w.stops, n)
+		}
+	}
+}
+
+// tickNode runs one tick of n's core and sends what it queued.
+func (w *worker) tickNode(n *simNode) {
+	n.core.Tick()
+	w.cause = causeTick
+	// Held relays, and what the tick queued with them, leave with the
+	// node's own update or when their window closes; with neither due,
+	// they leave now.
+	if !n.flushArmed && !n.computing {
+		w.flush(n)
+	}
+	w.advance(n)
+}
+
 // trainDone runs the iteration a node started ComputeTime ago.
-func (s *sim) trainDone(ev simEvent) error {
+func (s *worker) trainDone(ev simEvent) error {
 	n := s.nodes[ev.node]
 	if !n.alive || ev.tag != n.inc || !n.computing {
 		return nil
@@ -555,15 +606,7 @@ func (s *sim) trainDone(ev simEvent) error {
 	n.flushArmed = false
 	s.cause = causeOwnUpdate
 	s.flush(n)
-	if err := s.fireSteps(); err != nil {
-		return err
-	}
-	if low := s.minLiveClock(); low >= s.nextEval && s.cfg.Progress != nil {
-		s.progress("")
-		for s.nextEval <= low {
-			s.nextEval += s.evalEvery
-		}
-	}
+	s.trained = true
 	s.advance(n)
 	return nil
 }
@@ -581,7 +624,7 @@ func (s *sim) minEntry(n *simNode) uint64 {
 
 // advance starts n's next iteration when its gate is open, and otherwise
 // marks it stalled (arming its stall timer) or done.
-func (s *sim) advance(n *simNode) {
+func (s *worker) advance(n *simNode) {
 	if !n.alive || n.computing || n.leaving {
 		return
 	}
@@ -602,13 +645,12 @@ func (s *sim) advance(n *simNode) {
 	if n.core.Done() {
 		s.endStall(n)
 		n.done = true
-		s.noteDone()
 		return
 	}
 	s.beginStall(n)
 }
 
-func (s *sim) beginStall(n *simNode) {
+func (s *worker) beginStall(n *simNode) {
 	if n.stalled {
 		return
 	}
@@ -616,7 +658,7 @@ func (s *sim) beginStall(n *simNode) {
 	n.stallStart = s.now
 }
 
-func (s *sim) endStall(n *simNode) {
+func (s *worker) endStall(n *simNode) {
 	if !n.stalled {
 		return
 	}
@@ -658,7 +700,7 @@ func (s *sim) allDone() bool {
 // flush sends what n's core has queued: messages on their links, and each
 // broadcast on the link to every other node up (the membership topic
 // reaches every subscriber); it records the core's verdicts.
-func (s *sim) flush(n *simNode) {
+func (s *worker) flush(n *simNode) {
 	rd := n.core.Ready()
 	s.sendAll(n, rd.Messages)
 	for _, b := range rd.Broadcast {
@@ -692,14 +734,13 @@ func (s *sim) flush(n *simNode) {
 	// the run counted as stalled.
 	if len(rd.Events) > 0 && n.done && !n.core.Done() {
 		n.done = false
-		s.noteDone()
 	}
 	if n.leaving && n.core.LeaveAcknowledged() {
-		s.stopNode(n)
+		s.stops = append(s.stops, n)
 	}
 }
 
-func (s *sim) sendAll(n *simNode, msgs []node.Message) {
+func (s *worker) sendAll(n *simNode, msgs []node.Message) {
 	for _, m := range msgs {
 		to, ok := s.index[m.To]
 		if !ok || int(to) == n.idx {
@@ -786,8 +827,8 @@ func (s *sim) progress(step string) {
 		Iteration:        s.minLiveClock(),
 		SimulatedSeconds: float64(s.now) / 1e9,
 		Live:             s.live(),
-		MessagesSent:     s.msgs,
-		BytesSent:        s.bytes,
+		MessagesSent:     s.total().msgs,
+		BytesSent:        s.total().bytes,
 		Step:             step,
 		TestLoss:         math.NaN(),
 		TestAccuracy:     math.NaN(),

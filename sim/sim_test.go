@@ -85,6 +85,8 @@ func TestSimInvariantsUnderFaults(t *testing.T) {
 		if seed%2 == 0 {
 			cfg.Topology = "full"
 		}
+		// Seeds 2, 3, 6, 7, ... run on two workers (workers.go).
+		cfg.Workers = 1 + int(seed/2%2)
 		r := simulate(t, cfg)
 		inv := r.Invariants
 		if !inv.OK || inv.AppliedTwice != 0 || inv.MaxReadStaleness > uint64(cfg.Staleness) || inv.UndeliveredAfterHeal != 0 || inv.Stalled {
@@ -108,6 +110,36 @@ func TestSimInvariantsUnderFaults(t *testing.T) {
 			t.Fatalf("seeds %d and %d give the same trace hash %s", prev, seed, r.TraceHash)
 		}
 		hashes[r.TraceHash] = seed
+	}
+}
+
+// Workers run the same protocol in another order: a run on 1, 2 or 3
+// workers (3 over 16 nodes: shares of 6, 5 and 5) holds the invariants,
+// trains every iteration, replays to its trace, and its trace depends on
+// the number of workers, which the configuration bounds.
+func TestSimWorkers(t *testing.T) {
+	traces := map[string]int{}
+	for _, w := range []int{1, 2, 3} {
+		cfg := simConfig(t, 16, 12, 4)
+		cfg.Workers = w
+		r := simulate(t, cfg)
+		if !r.Invariants.OK || r.NodeIterations != 16*12 || r.LiveNodes != 16 {
+			t.Fatalf("%d workers: invariants %+v, %d node-iterations, %d live", w, r.Invariants, r.NodeIterations, r.LiveNodes)
+		}
+		if again := simulate(t, cfg); again.TraceHash != r.TraceHash || again.FinalTestLoss != r.FinalTestLoss {
+			t.Fatalf("%d workers: rerun gives trace %s, first run %s", w, again.TraceHash, r.TraceHash)
+		}
+		if prev, dup := traces[r.TraceHash]; dup {
+			t.Fatalf("%d and %d workers give the same trace %s", prev, w, r.TraceHash)
+		}
+		traces[r.TraceHash] = w
+	}
+	for _, w := range []int{-1, MaxWorkers + 1} {
+		cfg := simConfig(t, 4, 2, 1)
+		cfg.Workers = w
+		if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "workers must be between 1 and") {
+			t.Fatalf("%d workers: %v", w, err)
+		}
 	}
 }
 
@@ -234,9 +266,10 @@ func TestSimLinkSweepKeepsBusyLinks(t *testing.T) {
 	}
 }
 
-// linkSim is a simulator of nodes nodes on links of 10 ms and 8 Mbit/s,
-// whose queues hold queueBytes of update traffic (0: the default).
-func linkSim(t *testing.T, nodes, queueBytes int) *sim {
+// linkSim is the one worker of a simulator of nodes nodes on links of
+// 10 ms and 8 Mbit/s, whose queues hold queueBytes of update traffic (0:
+// the default).
+func linkSim(t *testing.T, nodes, queueBytes int) *worker {
 	t.Helper()
 	cfg := simConfig(t, nodes, 1, 1)
 	wan, err := netmodel.ParseLinkProfile("latency=10ms,bandwidth=8Mbit")
@@ -251,13 +284,13 @@ func linkSim(t *testing.T, nodes, queueBytes int) *sim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s.workers[0]
 }
 
 // runLinks runs the link events queued in s (a busy link's next message
 // starting) and returns the arrival times of the messages, in order, and
 // their sizes.
-func runLinks(s *sim) (at []int64, sizes []int) {
+func runLinks(s *worker) (at []int64, sizes []int) {
 	for len(s.q) > 0 {
 		ev := s.q.pop()
 		s.now = ev.at
