@@ -57,4 +57,14 @@ func (t *RejectTally) Counts() map[RejectReason]uint64 {
 	return out
 }
 
+// Add adds o's counts to t's.
+func (t *RejectTally) Add(o *RejectTally) {
+	for reason, n := range o.counts {
+		if t.counts == nil {
+			t.counts = map[RejectReason]uint64{}
+		}
+		t.counts[reason] += n
+	}
+}
+
 var _ Tracer = (*RejectTally)(nil)

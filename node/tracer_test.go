@@ -102,4 +102,15 @@ func TestRejectTallyAddsUpCores(t *testing.T) {
 	if len(want) < 2 || !maps.Equal(tally.Counts(), want) {
 		t.Fatalf("tally %v, the cores' stats %v", tally.Counts(), want)
 	}
+	// Tallies add up reason by reason (a simulator keeps one a worker).
+	var sum RejectTally
+	sum.Add(&tally)
+	sum.Add(&tally)
+	sum.Add(&RejectTally{})
+	for r, k := range want {
+		want[r] = 2 * k
+	}
+	if !maps.Equal(sum.Counts(), want) {
+		t.Fatalf("two tallies added: %v, want %v", sum.Counts(), want)
+	}
 }

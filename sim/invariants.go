@@ -19,7 +19,7 @@ func (s *sim) check() {
 			s.stop = true
 			return
 		}
-	case s.now-s.total().lastTrain > 200*s.timeout:
+	case s.now-s.lastTraining() > 200*s.timeout:
 		s.stalled = true
 		s.stop = true
 		return

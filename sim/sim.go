@@ -823,12 +823,13 @@ func (s *sim) live() int {
 }
 
 func (s *sim) progress(step string) {
+	sent := s.total()
 	p := Progress{
 		Iteration:        s.minLiveClock(),
 		SimulatedSeconds: float64(s.now) / 1e9,
 		Live:             s.live(),
-		MessagesSent:     s.total().msgs,
-		BytesSent:        s.total().bytes,
+		MessagesSent:     sent.msgs,
+		BytesSent:        sent.bytes,
 		Step:             step,
 		TestLoss:         math.NaN(),
 		TestAccuracy:     math.NaN(),

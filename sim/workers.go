@@ -82,11 +82,7 @@ func (t *tally) add(o *tally) {
 	t.lastTrain = max(t.lastTrain, o.lastTrain)
 	t.events += o.events
 	t.divergences = append(t.divergences, o.divergences...)
-	for k, v := range o.rejected.Counts() {
-		for range v {
-			t.rejected.Reject(k)
-		}
-	}
+	t.rejected.Add(&o.rejected)
 }
 
 // worker runs the events of its share of the nodes. It embeds the run: the
@@ -243,6 +239,15 @@ func (s *sim) setNow(t int64) {
 	for _, w := range s.workers {
 		w.now = t
 	}
+}
+
+// lastTraining is when a node last trained.
+func (s *sim) lastTraining() int64 {
+	var last int64
+	for _, w := range s.workers {
+		last = max(last, w.lastTrain)
+	}
+	return last
 }
 
 // total returns the workers' counts added up.
