@@ -424,11 +424,7 @@ func (s *sim) schedule(at int64, kind uint8, n, from int32, tag uint32, data []b
 		s.checks.push(simEvent{at: at, seq: s.checkSeq, kind: kind})
 		return
 	}
-	owner := n
-	if kind == evLinkFree {
-		owner = from
-	}
-	s.workerOf(owner).schedule(at, kind, n, from, tag, data)
+	s.handler(kind, n, from).schedule(at, kind, n, from, tag, data)
 }
 
 func (s *sim) run(ctx context.Context) error {

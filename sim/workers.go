@@ -159,17 +159,22 @@ func newWorker(s *sim, id int) *worker {
 // workerOf returns the worker that runs node i.
 func (s *sim) workerOf(i int32) *worker { return s.workers[int(i)%len(s.workers)] }
 
+// handler returns the worker that handles an event of kind for node n from
+// node from: n's, but a link's next message is its sender's.
+func (s *sim) handler(kind uint8, n, from int32) *worker {
+	if kind == evLinkFree {
+		return s.workerOf(from)
+	}
+	return s.workerOf(n)
+}
+
 // schedule queues an event: on this worker's queue when it is for one of
 // its nodes (a link's next message is its sender's), else in its outbox
 // for the window's end; a check is the run's.
 func (w *worker) schedule(at int64, kind uint8, n, from int32, tag uint32, data []byte) {
 	w.seq += uint64(len(w.workers))
 	ev := simEvent{at: at, seq: w.seq, kind: kind, node: n, from: from, tag: tag, data: data}
-	owner := n
-	if kind == evLinkFree {
-		owner = from
-	}
-	if to := w.workerOf(owner); to != w {
+	if to := w.handler(kind, n, from); to != w {
 		w.out[to.id] = append(w.out[to.id], ev)
 		return
 	}
