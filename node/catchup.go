@@ -25,9 +25,14 @@ import (
 //     supersedes its old incarnation everywhere, so nobody waits for the
 //     old one's gone updates either;
 //   - a node that lacks gone updates of live members none of which lacks
-//     anything of its side that is gone, nor was cut off from it (as one
-//     that was down or paused for long, whose own updates all reached the
-//     others before) is simply behind: it rejoins;
+//     anything of its side that is gone (as one that was down or paused
+//     for long, whose own updates all reached the others before) is
+//     simply behind: it rejoins. That such a member was cut off from it
+//     is no sign that the lack is mutual: the other side of a split that
+//     trained slower holds all its gone updates, which its members still
+//     kept after the heal, and taking the cut-off member for a lacker made
+//     such a node keep its state, refusing for good the updates it lacked,
+//     while the rest of its side rejoined;
 //   - when both sides of a split lack each other's gone updates, one side
 //     must keep its state: the side of the smallest id. The decision is by
 //     sides, not by pairs: a node rejoins when the smallest id among the
@@ -74,9 +79,10 @@ import (
 //     its side's old incarnations the other side never got: two views for
 //     good;
 //
-// A member "lacks something of this node's side that is gone" (behind)
+// A member "lacks something of this node's side that is gone" (lacksOurs)
 // when it asked this node for updates this node holds and cannot resend:
-// its own below the oldest it keeps (it answered "gone"), or another
+// its own below the oldest it keeps (it answered "gone", until a later
+// request of the member's shows it took them after all), or another
 // origin's it holds but no longer keeps, when that origin cannot resend
 // them either: it is down, or this node knows of a clock of it more than
 // History past them (a live origin keeps its last History updates). A
@@ -190,13 +196,10 @@ func (n *Node) answerGone(from string, have uint64) bool {
 	if oldest <= have+1 {
 		return false
 	}
-	if n.behind == nil {
-		n.behind = map[string]bool{}
-	}
 	if n.toldGone == nil {
 		n.toldGone = map[string]bool{}
 	}
-	n.behind[from], n.toldGone[from] = true, true
+	n.toldGone[from] = true
 	n.proto.direct = append(n.proto.direct, Message{To: from, Data: EncodeGone(n.cfg.ID, oldest)})
 	return true
 }
@@ -218,6 +221,20 @@ func (n *Node) handleGone(from string, data []byte) {
 			n.goneSince = n.proto.tick + 1
 		}
 	}
+}
+
+// lacksOurs reports whether member m lacks updates of this node's side
+// that neither this node nor their origin can resend: this node's own,
+// which it told m are gone, or another origin's (noteLacking).
+//
+// The first holds only until m shows it took them after all, its entry for
+// this node in a later request reaching past them (handleSync): from a
+// member of this node's side that still kept them, within the history by
+// m's own rows, which may trail the origin's. Counted for good, that one
+// stale notice made the origin's side keep its state while the rest of
+// the side rejoined: two views for good.
+func (n *Node) lacksOurs(m string) bool {
+	return n.behind[m] || n.toldGone[m]
 }
 
 // lacksGone reports whether the node lacks some of member q's updates
@@ -293,12 +310,12 @@ func (n *Node) decideRejoin() {
 		switch {
 		case m != n.cfg.ID && n.lacksGone(m):
 			lacking = append(lacking, m)
-			anyBehind = anyBehind || n.behind[m] || n.cutOffLong(m)
+			anyBehind = anyBehind || n.lacksOurs(m)
 		case m != n.cfg.ID && (n.toldGone[m] || n.cutOffLong(m)):
 			// Not of this node's side, though it lacks none of m's gone
 			// updates: m lacks this node's own, or m's updates reached
 			// this node long after its rows had passed them.
-			anyBehind = anyBehind || n.behind[m]
+			anyBehind = anyBehind || n.lacksOurs(m)
 		default:
 			ownSide = min(ownSide, m)
 		}
@@ -337,17 +354,7 @@ func (n *Node) otherSide(m string) bool {
 // smallest live id is below its own side's, that member's old incarnation
 // counted: by the side rule, its side is the one that rejoins.
 func (n *Node) followSide() string {
-	if len(n.behind) == 0 {
-		return ""
-	}
-	lacked := false
-	for m := range n.behind {
-		if n.live.up(m) && n.otherSide(m) {
-			lacked = true
-			break
-		}
-	}
-	if !lacked {
+	if !n.lackedByOtherSide(n.behind) && !n.lackedByOtherSide(n.toldGone) {
 		return ""
 	}
 	// The smallest ids of this node's side and of the other.
@@ -378,6 +385,17 @@ func (n *Node) followSide() string {
 		return ""
 	}
 	return by
+}
+
+// lackedByOtherSide reports whether a live member of the other side is in
+// lackers (behind or toldGone).
+func (n *Node) lackedByOtherSide(lackers map[string]bool) bool {
+	for m := range lackers {
+		if n.live.up(m) && n.otherSide(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // noteCutOff records, for an update of m taken for a row this node had

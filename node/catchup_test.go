@@ -600,3 +600,60 @@ func TestBehindOnlyWhenTheOriginDroppedItToo(t *testing.T) {
 		t.Error("a, asking for c's 2 and on, which c dropped, not counted behind")
 	}
 }
+
+// A member told that this node's own updates it lacks are gone may still
+// take them from a member of this node's side that kept them. Its later
+// requests carry its entry for this node, anti-entropy's included when it
+// lacks nothing of it, and an entry past the gone updates withdraws the
+// "gone". Counted for good, a member that had since taken them made this
+// node keep its state by the side rule while the rest of its side
+// rejoined: two views (simulator, 0-3 | 4-7 healed at 8, seed 5, two
+// workers).
+func TestGoneWithdrawnOnceTheMemberHoldsThem(t *testing.T) {
+	const history = 4
+	nodes, ids := newNodes(t, 3, 0, 20, SyncConfig{Window: 2, History: history})
+	a, c := nodes[0], nodes[2]
+	a.digestEvery = 1 // a digest to offer, so that a lacking nothing still asks
+	for range 8 {
+		for _, n := range nodes {
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+			settle(nodes, deliver(nodes, n.ID(), n.Ready().Messages, nil))
+		}
+	}
+	ask := func(have uint64) {
+		c.Receive(ids[0], EncodeSync(SyncMessage{Upto: 8, Have: []SyncEntry{{Origin: ids[2], Clock: have}}}))
+	}
+	// c keeps its last 4, 5 to 8: a, asking for 2 and on, lacks gone ones.
+	ask(1)
+	if !c.lacksOurs(ids[0]) {
+		t.Fatal("a, told that c's 2 to 4 are gone, does not count as lacking them")
+	}
+	ask(3)
+	if !c.lacksOurs(ids[0]) {
+		t.Fatal("a, still lacking c's 4, no longer counts as lacking c's gone updates")
+	}
+	ask(4)
+	if c.lacksOurs(ids[0]) {
+		t.Fatal("a, holding c's updates up to 4, still counts as lacking c's gone updates")
+	}
+	// a lacks nothing: its anti-entropy requests still carry its entry for
+	// the member they go to.
+	sent := 0
+	for range len(nodes) {
+		for _, m := range a.AntiEntropy() {
+			sent++
+			req, err := DecodeSync(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(req.Have) != 1 || req.Have[0].Origin != m.To || req.Have[0].Clock != a.VectorClock().Get(m.To) {
+				t.Fatalf("a's anti-entropy request to %s has %+v, want its entry for %s alone", m.To, req.Have, m.To)
+			}
+		}
+	}
+	if sent == 0 {
+		t.Fatal("a sent no anti-entropy request")
+	}
+}

@@ -181,8 +181,10 @@ type Node struct {
 	// are gone (see catchup.go).
 	gone map[string]uint64
 	// goneSince is one more than the tick of the first gone notice (0:
-	// none); behind holds the members that lack updates of this node's
-	// side that it cannot resend.
+	// none); behind holds the members that lack updates of another
+	// origin of this node's side that it cannot resend; toldGone those
+	// that this node told its own updates they lack are gone, until one
+	// shows it holds them after all (see lacksOurs).
 	goneSince uint64
 	behind    map[string]bool
 	toldGone  map[string]bool

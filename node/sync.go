@@ -597,8 +597,12 @@ func (n *Node) handleSync(from string, data []byte) {
 		if i < 0 {
 			continue
 		}
-		if e.Origin == n.cfg.ID && n.answerGone(from, e.Clock) {
-			continue
+		if e.Origin == n.cfg.ID {
+			if n.answerGone(from, e.Clock) {
+				continue
+			}
+			// from holds all of them that are gone (see lacksOurs).
+			delete(n.toldGone, from)
 		}
 		if n.proto.leaving && e.Origin != n.cfg.ID {
 			// It trains no more, so it keeps others' frames long after
@@ -763,6 +767,12 @@ func (n *Node) AntiEntropy() []Message {
 	self, _ := slices.BinarySearch(live, n.cfg.ID)
 	peer := live[(self+1+n.peerCursor%(len(live)-1))%len(live)]
 	n.peerCursor++
+	if !slices.ContainsFunc(have, func(e SyncEntry) bool { return e.Origin == peer }) {
+		// The peer's own entry, which asks for nothing (it is at upto),
+		// shows the peer that this node lacks none of its updates it told
+		// it were gone (see lacksOurs).
+		have = append(have, SyncEntry{Origin: peer, Clock: n.vc.Get(peer)})
+	}
 	return []Message{n.request(peer, SyncMessage{Upto: upto, Have: have, Digest: digest})}
 }
 

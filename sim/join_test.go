@@ -469,10 +469,20 @@ func TestSimSplitAboutTheHistory(t *testing.T) {
 		script, topology string
 		seed             uint64
 		staleness        int
+		workers          int
 		rejoined         int
 	}{
-		{"at 3: partition 0-3 | 4-7\nat 8: heal", "halton", 1, 2, 4},
-		{"at 0: loss 0.02\nat 3: partition 0-6 | 7\nat 8: heal", "halton", 1, 0, 7},
+		{"at 3: partition 0-3 | 4-7\nat 8: heal", "halton", 1, 2, 1, 4},
+		{"at 0: loss 0.02\nat 3: partition 0-6 | 7\nat 8: heal", "halton", 1, 0, 1, 7},
+		// n1 told n4 its own update of the split's clock was gone; n4
+		// then took it from n1's side, within the history by n4's rows,
+		// which trailed n1's clock. Counted behind for good, n4 made n1
+		// keep its state while the rest of its side rejoined.
+		{"at 3: partition 0-3 | 4-7\nat 8: heal", "full", 5, 0, 2, 4},
+		// n0 lacked gone updates of n4 and n7 and took n7, cut off from
+		// it, for a member lacking its side's: it kept its state by the
+		// side rule, while n4's side lacked nothing and kept too.
+		{"at 3: partition 0-3 | 4-7\nat 8: heal", "full", 16, 2, 1, 4},
 	} {
 		sc, err := ParseScenario(strings.NewReader(tc.script), "split.txt")
 		if err != nil {
@@ -480,8 +490,8 @@ func TestSimSplitAboutTheHistory(t *testing.T) {
 		}
 		cfg := simConfig(t, 8, 40, tc.seed)
 		cfg.Faults, cfg.Topology, cfg.Staleness = sc, tc.topology, tc.staleness
-		cfg.Sync.History = 8
-		label := fmt.Sprintf("%q, seed %d (%s, s=%d)", tc.script, tc.seed, tc.topology, tc.staleness)
+		cfg.Sync.History, cfg.Workers = 8, tc.workers
+		label := fmt.Sprintf("%q, seed %d (%s, s=%d, %d workers)", tc.script, tc.seed, tc.topology, tc.staleness, tc.workers)
 		s, r := runSim(t, cfg)
 		if !r.Invariants.OK || r.Rejoined != tc.rejoined {
 			t.Fatalf("%s: invariants %+v, %d rejoined, want %d", label, r.Invariants, r.Rejoined, tc.rejoined)
@@ -533,7 +543,8 @@ func TestSimLongSplitUnderChurn(t *testing.T) {
 
 // eachLongSplitRun runs the long-split cases with scenario sc: 8 nodes, 40
 // iterations and a frame history of 8, seeds 1 to seeds, both topologies
-// and s ∈ {0, 2}; check gets each configuration and its label.
+// and s ∈ {0, 2}, odd seeds on two workers; check gets each configuration
+// and its label.
 func eachLongSplitRun(t *testing.T, sc *Scenario, seeds int, check func(cfg Config, label string)) {
 	t.Helper()
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
@@ -541,8 +552,10 @@ func eachLongSplitRun(t *testing.T, sc *Scenario, seeds int, check func(cfg Conf
 			for _, staleness := range []int{0, 2} {
 				cfg := simConfig(t, 8, 40, seed)
 				cfg.Faults, cfg.Topology, cfg.Staleness = sc, topology, staleness
-				cfg.Sync.History = 8
-				check(cfg, fmt.Sprintf("seed %d (%s, s=%d)", seed, topology, staleness))
+				// Odd seeds run on two workers, whose order of events
+				// differs (see workers.go).
+				cfg.Sync.History, cfg.Workers = 8, 1+int(seed%2)
+				check(cfg, fmt.Sprintf("seed %d (%s, s=%d, %d workers)", seed, topology, staleness, cfg.Workers))
 			}
 		}
 	}
