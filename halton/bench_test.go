@@ -47,11 +47,27 @@ func BenchmarkForward(b *testing.B) {
 		}
 		o := Build(ids)
 		b.Run(fmt.Sprintf("P=%d", p), func(b *testing.B) {
+			b.ReportAllocs()
 			hops := 0
 			for i := 0; b.Loop(); i++ {
 				at := ids[(i*7919)%p]
 				for _, origin := range ids {
 					hops += len(o.Forward(origin, at))
+				}
+			}
+			if hops == 0 {
+				b.Fatal("no relay forwards anything")
+			}
+		})
+		b.Run(fmt.Sprintf("append/P=%d", p), func(b *testing.B) {
+			b.ReportAllocs()
+			var next []string
+			hops := 0
+			for i := 0; b.Loop(); i++ {
+				at := ids[(i*7919)%p]
+				for _, origin := range ids {
+					next = o.AppendForward(next[:0], origin, at)
+					hops += len(next)
 				}
 			}
 			if hops == 0 {

@@ -336,29 +336,39 @@ func (o *SiteOverlay) names(idx []int32) []string {
 // sorted, a subset of Out(at); nil when at is a leaf of origin's tree or
 // either id is unknown.
 func (o *SiteOverlay) Forward(origin, at string) []string {
+	next := o.AppendForward(nil, origin, at)
+	if len(next) == 0 {
+		return nil
+	}
+	return next
+}
+
+// AppendForward appends Forward(origin, at) to dst and returns it.
+func (o *SiteOverlay) AppendForward(dst []string, origin, at string) []string {
 	if o.flat != nil {
-		return o.flat.Forward(origin, at)
+		return o.flat.AppendForward(dst, origin, at)
 	}
 	oi, ok1 := o.index[origin]
 	ai, ok2 := o.index[at]
 	if !ok1 || !ok2 {
-		return nil
+		return dst
 	}
 	ns := len(o.labels)
 	so, sa := o.siteOf[oi], o.siteOf[ai]
 	if so != sa {
-		return o.local[sa].Forward(o.ids[o.entries[int(oi)*ns+int(sa)]], at)
+		return o.local[sa].AppendForward(dst, o.ids[o.entries[int(oi)*ns+int(sa)]], at)
 	}
-	next := o.local[so].Forward(origin, at)
+	start := len(dst)
+	dst = o.local[so].AppendForward(dst, origin, at)
 	if oi == ai {
 		for t := range ns {
 			if int32(t) != so {
-				next = append(next, o.ids[o.entries[int(oi)*ns+t]])
+				dst = append(dst, o.ids[o.entries[int(oi)*ns+t]])
 			}
 		}
-		slices.Sort(next)
+		slices.Sort(dst[start:])
 	}
-	return next
+	return dst
 }
 
 // Hops returns how many hops origin's update takes to reach to: 0 when to

@@ -30,16 +30,27 @@ func (o *Overlay) In(id string) []string {
 // children of at in origin's broadcast tree, sorted, always a subset of
 // Out(at). It is nil when at is a leaf of that tree or either id is unknown.
 func (o *Overlay) Forward(origin, at string) []string {
+	next := o.AppendForward(nil, origin, at)
+	if len(next) == 0 {
+		return nil
+	}
+	return next
+}
+
+// AppendForward appends Forward(origin, at) to dst and returns it: a
+// relay routes every update it takes, and a slice made for each was a
+// tenth of the simulator's allocations.
+func (o *Overlay) AppendForward(dst []string, origin, at string) []string {
 	oi, ok1 := o.index[origin]
 	ai, ok2 := o.index[at]
 	if !ok1 || !ok2 {
-		return nil
+		return dst
 	}
-	// The children go through a buffer on the stack: the simulator routes
-	// every update it delivers, and a slice made for each was a tenth of
-	// its allocations.
 	var buf [16]int32
-	return o.names(o.appendChildren(buf[:0], oi, ai))
+	for _, c := range o.appendChildren(buf[:0], oi, ai) {
+		dst = append(dst, o.ids[c])
+	}
+	return dst
 }
 
 // Hops returns the depth of to in origin's broadcast tree, which is the
@@ -97,6 +108,13 @@ func (o *Overlay) hop(from, to int32) uint8 { return o.dist[int(from)*len(o.ids)
 // in-neighbour one hop nearer the origin. It is −1 for the origin itself and
 // for members the origin does not reach.
 func (o *Overlay) parent(origin, c int32) int32 {
+	if o.up != nil {
+		k := o.up[int(c)*len(o.ids)+int(origin)]
+		if k == 0 {
+			return -1
+		}
+		return o.parents[o.pStart[c]+int32(k)-1]
+	}
 	d := o.hop(origin, c)
 	if d == 0 || d == 0xff {
 		return -1
@@ -112,6 +130,15 @@ func (o *Overlay) parent(origin, c int32) int32 {
 // appendChildren appends at's children in origin's tree to kids, in index
 // (= id) order.
 func (o *Overlay) appendChildren(kids []int32, origin, at int32) []int32 {
+	if o.up != nil {
+		// c's parent is at only where c lies one hop further than at.
+		for _, c := range o.out[at] {
+			if o.parent(origin, c) == at {
+				kids = append(kids, c)
+			}
+		}
+		return kids
+	}
 	d := o.hop(origin, at)
 	if d == 0xff {
 		return kids

@@ -17,6 +17,13 @@ type Router interface {
 	Forward(origin, at string) []string
 }
 
+// ForwardAppender is a Router that can append the next hops to a slice
+// instead: a node routes every update it takes, and a slice made for each
+// was one allocation per member and update.
+type ForwardAppender interface {
+	AppendForward(dst []string, origin, at string) []string
+}
+
 // FullMesh is the Router in which every origin sends its update to every
 // other member directly and nobody relays.
 type FullMesh struct{ members []string }
@@ -33,13 +40,20 @@ func (f FullMesh) Forward(origin, at string) []string {
 	if origin != at {
 		return nil
 	}
-	out := make([]string, 0, len(f.members))
+	return f.AppendForward(make([]string, 0, len(f.members)), origin, at)
+}
+
+// AppendForward implements ForwardAppender.
+func (f FullMesh) AppendForward(dst []string, origin, at string) []string {
+	if origin != at {
+		return dst
+	}
 	for _, m := range f.members {
 		if m != at {
-			out = append(out, m)
+			dst = append(dst, m)
 		}
 	}
-	return out
+	return dst
 }
 
 // Config configures one node core.

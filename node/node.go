@@ -119,6 +119,8 @@ type Node struct {
 	// entries, not copies of the updates, since a simulated core queues
 	// about P relays at a time (72 bytes each as Updates, 16 as queued).
 	outbox map[string][]queued
+	// hops holds the next hops route found last (ForwardAppender).
+	hops []string
 	// spares holds emptied outbox queues, kept for their capacity
 	// (Config.Queues, or the node's own).
 	spares *QueuePool

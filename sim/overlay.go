@@ -109,9 +109,21 @@ func (s *sim) lazyOverlay(live []string, site map[string]string) node.Router {
 
 // Forward implements node.Router.
 func (l *lazyRouter) Forward(origin, at string) []string {
+	return l.router().Forward(origin, at)
+}
+
+// AppendForward implements node.ForwardAppender.
+func (l *lazyRouter) AppendForward(dst []string, origin, at string) []string {
+	if r, ok := l.router().(node.ForwardAppender); ok {
+		return r.AppendForward(dst, origin, at)
+	}
+	return append(dst, l.r.Forward(origin, at)...)
+}
+
+func (l *lazyRouter) router() netmodel.Router {
 	l.built.Do(func() {
 		l.r = l.s.overlay(l.live, l.site)
 		l.live, l.site = nil, nil
 	})
-	return l.r.Forward(origin, at)
+	return l.r
 }
