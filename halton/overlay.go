@@ -120,15 +120,14 @@ type Overlay struct {
 	// neighbours and theirs (Forward), which then lie in one row, where
 	// each was a cache miss in a row of its own.
 	dist []uint8
-	// up[v*n+o] is one more than the position in v's parents of v's parent
-	// in o's tree, 0 for none (v is o, or o does not reach it); nil when
-	// some member has more in-neighbours than a byte counts. It makes a
-	// relay's children one lookup each, where a scan of each neighbour's
-	// in-neighbours was a third of the simulator's routing. It is kept by
-	// destination, as the search writes it: a relay routes a batch of
-	// updates of many origins to the same few neighbours, whose rows then
-	// stay in the cache.
-	up        []uint8
+	// kids[v*n+o] has bit j set when out[v][j] is v's child in o's tree;
+	// nil when some member has more out-neighbours than the mask holds
+	// (then the children are found by a scan, see appendChildren). It
+	// makes a relay's children one lookup, where a scan of each
+	// neighbour's in-neighbours was a third of the simulator's routing. It
+	// is kept by relay, as the search writes it: a relay routes a batch of
+	// updates of many origins, whose entries then lie in one row.
+	kids      []uint16
 	diameter  int
 	meanHops  float64
 	connected bool
@@ -352,9 +351,12 @@ func (o *Overlay) setLinks(out [][]int32) {
 func (o *Overlay) measure(limit int) bool {
 	n := len(o.ids)
 	o.dist = make([]uint8, n*n)
-	o.up = nil
-	if o.maxInDegree() < 0xff {
-		o.up = make([]uint8, n*n)
+	// outPos[k] is c's place in out[parents[k]], for edge parents[k] → c.
+	var outPos []uint8
+	o.kids = nil
+	if o.maxOutDegree() <= 16 {
+		o.kids = make([]uint16, n*n)
+		outPos = o.outPositions()
 	}
 	o.diameter, o.meanHops, o.connected = 0, 0, true
 	o.deliveries, o.messages = 0, 0
@@ -393,10 +395,10 @@ func (o *Overlay) measure(limit int) bool {
 					if take := cur[u] &^ got; take != 0 {
 						got |= take
 						rs[k] |= 1 << (r - 1)
-						if o.up != nil {
-							up := o.up[v*n+base : v*n+base+w]
+						if o.kids != nil {
+							kids, bit := o.kids[int(u)*n+base:int(u)*n+base+w], uint16(1)<<outPos[int(o.pStart[v])+k]
 							for ; take != 0; take &= take - 1 {
-								up[bits.TrailingZeros64(take)] = uint8(k + 1)
+								kids[bits.TrailingZeros64(take)] |= bit
 							}
 						}
 						if got == full {
@@ -444,13 +446,26 @@ func (o *Overlay) measure(limit int) bool {
 	return true
 }
 
-// maxInDegree returns the most in-neighbours any member has.
-func (o *Overlay) maxInDegree() int {
+// maxOutDegree returns the most out-neighbours any member has.
+func (o *Overlay) maxOutDegree() int {
 	most := 0
-	for c := range len(o.ids) {
-		most = max(most, int(o.pStart[c+1]-o.pStart[c]))
+	for _, ls := range o.out {
+		most = max(most, len(ls))
 	}
 	return most
+}
+
+// outPositions returns, for each edge parents[k] → c, c's place in
+// out[parents[k]].
+func (o *Overlay) outPositions() []uint8 {
+	pos := make([]uint8, len(o.parents))
+	for c := range len(o.ids) {
+		for k := o.pStart[c]; k < o.pStart[c+1]; k++ {
+			j, _ := slices.BinarySearch(o.out[o.parents[k]], int32(c))
+			pos[k] = uint8(j)
+		}
+	}
+	return pos
 }
 
 // transpose transposes the n×n matrix m in place, in blocks that stay in

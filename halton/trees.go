@@ -1,6 +1,9 @@
 package halton
 
-import "slices"
+import (
+	"math/bits"
+	"slices"
+)
 
 // Members returns the membership, sorted ascending.
 func (o *Overlay) Members() []string { return slices.Clone(o.ids) }
@@ -108,13 +111,6 @@ func (o *Overlay) hop(from, to int32) uint8 { return o.dist[int(from)*len(o.ids)
 // in-neighbour one hop nearer the origin. It is −1 for the origin itself and
 // for members the origin does not reach.
 func (o *Overlay) parent(origin, c int32) int32 {
-	if o.up != nil {
-		k := o.up[int(c)*len(o.ids)+int(origin)]
-		if k == 0 {
-			return -1
-		}
-		return o.parents[o.pStart[c]+int32(k)-1]
-	}
 	d := o.hop(origin, c)
 	if d == 0 || d == 0xff {
 		return -1
@@ -130,12 +126,10 @@ func (o *Overlay) parent(origin, c int32) int32 {
 // appendChildren appends at's children in origin's tree to kids, in index
 // (= id) order.
 func (o *Overlay) appendChildren(kids []int32, origin, at int32) []int32 {
-	if o.up != nil {
-		// c's parent is at only where c lies one hop further than at.
-		for _, c := range o.out[at] {
-			if o.parent(origin, c) == at {
-				kids = append(kids, c)
-			}
+	if o.kids != nil {
+		out := o.out[at]
+		for m := o.kids[int(at)*len(o.ids)+int(origin)]; m != 0; m &= m - 1 {
+			kids = append(kids, out[bits.TrailingZeros16(m)])
 		}
 		return kids
 	}

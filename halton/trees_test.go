@@ -135,22 +135,19 @@ func TestParentIsNearestBehindOnTheRing(t *testing.T) {
 	}
 }
 
-// The parent table (up) and the scan of in-neighbours it replaces, kept
-// for members with more in-neighbours than a byte counts, give every
-// origin the same tree.
-func TestParentTableMatchesTheScan(t *testing.T) {
+// The children table (kids) and the scan of the neighbours' in-neighbours
+// it replaces, kept for members with more out-neighbours than its masks
+// hold, give every origin the same tree.
+func TestChildrenTableMatchesTheScan(t *testing.T) {
 	for _, p := range []int{1, 2, 3, 17, 130, 300} {
 		o := Build(nodes(p))
-		if o.up == nil {
-			t.Fatalf("P=%d: no parent table", p)
+		if o.kids == nil {
+			t.Fatalf("P=%d: no children table", p)
 		}
 		scan := *o
-		scan.up = nil
+		scan.kids = nil
 		for origin := range int32(p) {
 			for at := range int32(p) {
-				if got, want := o.parent(origin, at), scan.parent(origin, at); got != want {
-					t.Fatalf("P=%d: parent of %d for origin %d is %d by the table, %d by the scan", p, at, origin, got, want)
-				}
 				if got, want := o.appendChildren(nil, origin, at), scan.appendChildren(nil, origin, at); !slices.Equal(got, want) {
 					t.Fatalf("P=%d: children of %d for origin %d are %v by the table, %v by the scan", p, at, origin, got, want)
 				}
