@@ -387,10 +387,16 @@ func TestSilentMemberSuspectedThenDead(t *testing.T) {
 	}
 	n.nodes["c/1"] = nil // c crashes
 	a := n.nodes["a/1"]
+	if !a.SuspectsNone() {
+		t.Fatal("a suspects some member of a mesh that is whole")
+	}
 	start := a.Ticks()
 	var suspectedAt, deadAt uint64
 	for r := 0; r < 100 && deadAt == 0; r++ {
 		n.round()
+		if a.Suspected("c/1") && a.SuspectsNone() {
+			t.Fatal("a suspects c but reports that it suspects no member")
+		}
 		if suspectedAt == 0 && a.Suspected("c/1") {
 			suspectedAt = a.Ticks() - start
 			if a.Shares() != 3 {

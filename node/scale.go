@@ -125,12 +125,17 @@ func (n *Node) Suspected(id string) bool {
 	return !known
 }
 
+// SuspectsNone reports, in O(1), that Suspected is false for every member:
+// the live set holds them all. It may report false when none is suspected
+// (a member that left and is not yet dropped): ask Suspected then.
+func (n *Node) SuspectsNone() bool { return n.live.len() == len(n.members) }
+
 // Shares returns the number of members the step is divided among: the live
 // ones, the node itself included, and the suspected ones.
 func (n *Node) Shares() int {
 	k := len(n.liveList)
-	if n.live.len() == len(n.members) {
-		return k // nobody is suspected
+	if n.SuspectsNone() {
+		return k
 	}
 	for _, m := range n.members {
 		if _, known := n.live.get(m); !known {

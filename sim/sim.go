@@ -512,6 +512,12 @@ func (s *sim) betweenWindows() error {
 		}
 	}
 	s.noteDone()
+	if s.allDoneAt == s.now && s.undelivered() == 0 && s.settled() {
+		// Every live node is done and holds every update: what the run
+		// would do until the next periodic check is the members' hellos
+		// of a mesh that trains no more, P² deliveries a heartbeat.
+		s.stop = true
+	}
 	return nil
 }
 
@@ -779,7 +785,7 @@ func (s *sim) settled() bool {
 		if n.alive && n.leaving {
 			return false
 		}
-		if !n.member() {
+		if !n.member() || n.core.SuspectsNone() {
 			continue
 		}
 		for _, m := range s.nodes {
