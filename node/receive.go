@@ -244,12 +244,13 @@ func (n *Node) addAt(q int, origin string, clock uint64, u *codec.Sparse) {
 // next hops the router gives for this node.
 func (n *Node) route(q int, k *keptUpdate) {
 	origin := n.vc.nameAt(q)
+	r := n.currentRouter()
 	var hops []string
-	if r, ok := n.currentRouter().(ForwardAppender); ok {
-		n.hops = r.AppendForward(n.hops[:0], origin, n.cfg.ID)
+	if a, ok := r.(ForwardAppender); ok {
+		n.hops = a.AppendForward(n.hops[:0], origin, n.cfg.ID)
 		hops = n.hops
 	} else {
-		hops = n.currentRouter().Forward(origin, n.cfg.ID)
+		hops = r.Forward(origin, n.cfg.ID)
 	}
 	for _, hop := range hops {
 		if hop == n.cfg.ID || hop == origin || !n.live.up(hop) || n.Leaving(hop) {
