@@ -657,3 +657,51 @@ func TestGoneWithdrawnOnceTheMemberHoldsThem(t *testing.T) {
 		t.Fatal("a sent no anti-entropy request")
 	}
 }
+
+// A hostile member may lie in its requests about what it holds of this
+// node: claim everything (which withdraws the "gone" this node told it) or
+// nothing (which brings it back). Either way it only says whether it lacks
+// this node's gone updates, which it could always hide by not asking: this
+// node neither rejoins nor stops training, and the lie of holding
+// everything is answered with nothing.
+func TestLyingEntriesMoveOnlyTheLiarsOwnLack(t *testing.T) {
+	nodes, ids := newNodes(t, 3, 0, 40, SyncConfig{Window: 2, History: 4})
+	c := nodes[2]
+	train := func() {
+		for _, n := range nodes {
+			if err := n.Train(); err != nil {
+				t.Fatal(err)
+			}
+			settle(nodes, deliver(nodes, n.ID(), n.Ready().Messages, nil))
+		}
+	}
+	for range 8 {
+		train()
+	}
+	for k := range 40 {
+		have := uint64(1) // c's 2 to 4 are gone: c answers "gone"
+		if k%2 == 1 {
+			have = math.MaxUint64 // more than c ever made
+		}
+		c.Receive(ids[0], EncodeSync(SyncMessage{Upto: math.MaxUint64, Have: []SyncEntry{{Origin: ids[2], Clock: have}}}))
+		if got := c.lacksOurs(ids[0]); got != (k%2 == 0) {
+			t.Fatalf("lie %d (have %d): c counts a lacking its gone updates %v", k, have, got)
+		}
+		if k%2 == 1 {
+			for _, m := range c.Ready().Messages {
+				if m.To == ids[0] && !IsSyncMessage(m.Data) {
+					t.Fatalf("c answered a claim of holding everything with %d bytes of updates", len(m.Data))
+				}
+			}
+		}
+		c.Tick()
+		if c.Rejoining() != "" {
+			t.Fatalf("lie %d made c rejoin through %s", k, c.Rejoining())
+		}
+	}
+	before := c.Clock()
+	train()
+	if c.Clock() != before+1 {
+		t.Fatalf("c at clock %d after a step from %d: the lies stopped it", c.Clock(), before)
+	}
+}
