@@ -40,6 +40,9 @@ func (n *Node) receiveUpdates(from string, updates []Update, slots []int) {
 		n.spares.kept[i] = n.keepDecoded(u)
 		n.route(slots[i], n.spares.kept[i])
 	}
+	// Nothing of the envelope stays reachable: its buffer may be reused
+	// (QueuePool.Recycle).
+	n.decoded, n.decodedFrame = nil, nil
 	n.retireLeavers()
 	n.commit()
 }

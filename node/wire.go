@@ -53,12 +53,16 @@ var ErrBadEnvelope = errors.New("bad envelope")
 // signatures are msgpack bin values with explicit lengths, so the decoder
 // can check each length against the bytes that remain before it reads.
 func EncodeEnvelope(updates []Update) []byte {
-	w := wire.NewWriter()
-	size := envelopeHeaderBytes(len(updates))
-	for _, u := range updates {
-		size += updateWireBytes(u)
+	return writeEnvelope(nil, envelopeBytes(updates), updates)
+}
+
+// writeEnvelope is EncodeEnvelope into buf's room (buf[:0]), made anew
+// when it holds less than size, the envelope's size (envelopeBytes).
+func writeEnvelope(buf []byte, size int, updates []Update) []byte {
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
 	}
-	w.Grow(size)
+	w := wire.NewWriterOn(buf)
 	w.Array(2)
 	w.Uint(wireVersion)
 	w.Array(len(updates))
@@ -78,22 +82,32 @@ func EncodeEnvelope(updates []Update) []byte {
 	return w.Bytes()
 }
 
+// envelopeBytes is the exact size of the envelope of updates.
+func envelopeBytes(updates []Update) int {
+	size := envelopeHeaderBytes(len(updates))
+	for _, u := range updates {
+		size += updateWireBytes(u)
+	}
+	return size
+}
+
 // encodeEnvelopes writes updates, in order, as envelopes of at most limit
-// bytes each, filling each before it starts the next. An update too large
-// for any envelope travels alone (its receivers refuse it, as they would
-// any oversized message).
-func encodeEnvelopes(updates []Update, limit int) [][]byte {
+// bytes each, filling each before it starts the next, each in a buffer
+// from buffers (nil: new ones). An update too large for any envelope
+// travels alone (its receivers refuse it, as they would any oversized
+// message).
+func encodeEnvelopes(updates []Update, limit int, buffers *QueuePool) [][]byte {
 	var out [][]byte
 	start, size := 0, 0
 	for i, u := range updates {
 		us := updateWireBytes(u)
 		if i > start && envelopeHeaderBytes(i-start+1)+size+us > limit {
-			out = append(out, EncodeEnvelope(updates[start:i]))
+			out = append(out, buffers.envelope(updates[start:i]))
 			start, size = i, 0
 		}
 		size += us
 	}
-	return append(out, EncodeEnvelope(updates[start:]))
+	return append(out, buffers.envelope(updates[start:]))
 }
 
 // envelopeHeaderBytes is the size of an envelope's header for count

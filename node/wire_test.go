@@ -163,7 +163,7 @@ func TestEncodeEnvelopesWithinLimit(t *testing.T) {
 	} {
 		var sizes []int
 		var clocks []uint64
-		for _, env := range encodeEnvelopes(ups, c.limit) {
+		for _, env := range encodeEnvelopes(ups, c.limit, nil) {
 			sizes = append(sizes, len(env))
 			got, err := DecodeEnvelope(env)
 			if err != nil {
@@ -175,7 +175,7 @@ func TestEncodeEnvelopesWithinLimit(t *testing.T) {
 			t.Fatalf("limit %d: envelopes of %v bytes holding clocks %v, want %v bytes holding 1..5", c.limit, sizes, clocks, c.sizes)
 		}
 	}
-	if envs := encodeEnvelopes(nil, 100); len(envs) != 1 || len(envs[0]) != envelopeHeaderBytes(0) {
+	if envs := encodeEnvelopes(nil, 100, nil); len(envs) != 1 || len(envs[0]) != envelopeHeaderBytes(0) {
 		t.Fatalf("no updates: %d envelopes", len(envs))
 	}
 }

@@ -88,6 +88,10 @@ type Config struct {
 	// default is the default here: 128 MiB); past it the oldest update
 	// messages are dropped. Announcements go ahead of it (links.go).
 	SendQueueBytes int
+	// keepEnvelopes leaves delivered envelopes to the collector instead of
+	// recycling their buffers (node.QueuePool.Recycle), for the test that
+	// the recycling changes nothing.
+	keepEnvelopes bool
 	// Sync tunes the nodes' retransmission (node.SyncConfig defaults).
 	Sync node.SyncConfig
 	// Faults is an optional fault script.

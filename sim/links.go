@@ -11,6 +11,8 @@ package sim
 // where the daemon and the testnet send it first.
 
 import (
+	"slices"
+
 	"github.com/sketchmesh/sketchmesh/node"
 )
 
@@ -28,6 +30,11 @@ func (s *worker) deliver(ev simEvent) {
 	}
 	s.trace.words(trDeliver, uint64(s.now), uint64(ev.from), uint64(ev.node), uint64(len(ev.data)))
 	to.core.Receive(s.nodes[ev.from].id, ev.data)
+	if !s.cfg.keepEnvelopes {
+		// The event held the message's only reference (a duplicate
+		// travels as a copy, see transmit).
+		s.queues.Recycle(ev.data)
+	}
 	switch {
 	case s.flushDly == 0:
 		s.cause = causeAtOnce
@@ -177,7 +184,7 @@ func (s *worker) transmit(from, to int32, data []byte) {
 		if extra == 0 {
 			extra = lat/10 + 1
 		}
-		s.schedule(arrive+extra, evDeliver, to, from, 0, data)
+		s.schedule(arrive+extra, evDeliver, to, from, 0, slices.Clone(data))
 	}
 }
 

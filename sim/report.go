@@ -111,9 +111,12 @@ type Report struct {
 	// Config.SendQueueBytes); Duplicated counts
 	// extra copies delivered; Rejected the cores' rejections by reason, as
 	// their Tracer counted them (cores a rejoin replaced included).
-	Dropped    map[string]uint64            `json:"dropped"`
-	Duplicated uint64                       `json:"duplicated"`
-	Rejected   map[node.RejectReason]uint64 `json:"rejected"`
+	Dropped    map[string]uint64 `json:"dropped"`
+	Duplicated uint64            `json:"duplicated"`
+	// EnvelopesReused counts the envelopes the cores wrote into the buffer
+	// of one delivered before (node.QueuePool.Recycle).
+	EnvelopesReused uint64                       `json:"envelopes_reused"`
+	Rejected        map[node.RejectReason]uint64 `json:"rejected"`
 	// RetainedFramesPerNode is the mean number of frames a node keeps for
 	// retransmission at the end.
 	RetainedFramesPerNode float64 `json:"retained_frames_per_node"`
@@ -190,6 +193,15 @@ type AssertionResult struct {
 	Passed           bool    `json:"passed"`
 }
 
+// envelopesReused sums the workers' node.QueuePool.Reused.
+func (s *sim) envelopesReused() uint64 {
+	var n uint64
+	for _, w := range s.workers {
+		n += w.queues.Reused()
+	}
+	return n
+}
+
 func (s *sim) report(wall time.Duration) *Report {
 	cfg := s.cfg
 	t := s.total()
@@ -226,6 +238,7 @@ func (s *sim) report(wall time.Duration) *Report {
 		SyncRequestBytes:     t.syncBytes,
 		Dropped:              t.dropped,
 		Duplicated:           t.dups,
+		EnvelopesReused:      s.envelopesReused(),
 		Rejected:             t.rejected.Counts(),
 		Assertions:           s.assertions,
 		Joined:               s.joined,

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sketchmesh/sketchmesh/wire/wiretest"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // huge is how a claim of 0xffffffff reads back in an error: msgpack
@@ -566,4 +568,84 @@ func TestGrowKeepsTheBytes(t *testing.T) {
 	if !bytes.Equal(got, plain) || room < len(plain) || cap(got) != room {
 		t.Fatalf("grown writer: %d bytes (equal %v), room %d then cap %d, want %d bytes in the room", len(got), bytes.Equal(got, plain), room, cap(got), len(plain))
 	}
+}
+
+// TestWriterMatchesMsgpack checks that Writer writes every value byte for
+// byte as msgpack/v5's Encoder does, at each boundary of each form: the
+// sizes a node computes for its envelopes, and every hash over written
+// bytes, rest on it.
+func TestWriterMatchesMsgpack(t *testing.T) {
+	var uints []uint64
+	for _, b := range []uint64{0, 1, 0x7f, 0xff, 0xffff, 0xffffffff} {
+		uints = append(uints, b, b+1)
+	}
+	uints = append(uints, math.MaxUint64)
+	var ints []int64
+	for _, b := range []int64{0, -1, -32, -33, math.MinInt8, math.MinInt16, math.MinInt32} {
+		ints = append(ints, b, b-1, b+1)
+	}
+	ints = append(ints, math.MinInt64, math.MaxInt64, 0x7f, 0x80)
+	lens := []int{0, 1, 15, 16, 31, 32, 255, 256, 0xffff, 0x10000}
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	w := NewWriter()
+	check := func(what string) {
+		t.Helper()
+		if !bytes.Equal(w.Bytes(), buf.Bytes()) {
+			t.Fatalf("%s: writer and msgpack differ (%d and %d bytes)", what, len(w.Bytes()), buf.Len())
+		}
+	}
+	for _, v := range uints {
+		w.Uint(v)
+		_ = enc.EncodeUint(v)
+		check(fmt.Sprintf("Uint(%d)", v))
+	}
+	for _, v := range ints {
+		w.Int(v)
+		_ = enc.EncodeInt(v)
+		check(fmt.Sprintf("Int(%d)", v))
+	}
+	for _, n := range lens {
+		w.Array(n)
+		_ = enc.EncodeArrayLen(n)
+		check(fmt.Sprintf("Array(%d)", n))
+		b := bytes.Repeat([]byte{0xab}, n)
+		w.Bin(b)
+		_ = enc.EncodeBytes(b)
+		check(fmt.Sprintf("Bin(%d bytes)", n))
+		w.String(string(b))
+		_ = enc.EncodeString(string(b))
+		check(fmt.Sprintf("String(%d bytes)", n))
+	}
+	for _, v := range []float64{0, -1.5, math.Inf(1), math.MaxFloat64, math.SmallestNonzeroFloat64} {
+		w.Float(v)
+		_ = enc.EncodeFloat64(v)
+		check(fmt.Sprintf("Float(%g)", v))
+	}
+	for _, v := range []bool{true, false} {
+		w.Bool(v)
+		_ = enc.EncodeBool(v)
+		check(fmt.Sprintf("Bool(%v)", v))
+	}
+	w.Bin(nil)
+	_ = enc.EncodeBytes([]byte{})
+	check("Bin(nil) as an empty bin")
+	for _, n := range []int{0, 1, 31, 32, 8192, 8193} {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(i) - 0.5
+		}
+		w.Floats(v)
+		raw := make([]byte, 0, 8*n)
+		for _, x := range v {
+			raw = binary.LittleEndian.AppendUint64(raw, math.Float64bits(x))
+		}
+		_ = enc.EncodeBytes(raw)
+		check(fmt.Sprintf("Floats(%d)", n))
+	}
+	w.Strings([]string{"a", strings.Repeat("b", 40)})
+	_ = enc.EncodeArrayLen(2)
+	_ = enc.EncodeString("a")
+	_ = enc.EncodeString(strings.Repeat("b", 40))
+	check("Strings")
 }
