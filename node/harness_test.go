@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -254,4 +255,41 @@ func TestPeerDownUnblocksGate(t *testing.T) {
 	if !a.CanTrain() {
 		t.Fatal("gate still closed after the missing member went down")
 	}
+}
+
+// MinLiveEntry is the least entry over Live, by any path the entries and
+// the live set change: updates applied, a member down and back.
+func TestMinLiveEntryFollowsLiveAndClock(t *testing.T) {
+	cl := newCluster(t, 4, 1, 6, "raw", 2)
+	check := func(when string) {
+		t.Helper()
+		for _, id := range cl.ids {
+			n := cl.nodes[id]
+			want := uint64(math.MaxUint64)
+			for _, m := range n.Live() {
+				want = min(want, n.VectorClock().Get(m))
+			}
+			if got := n.MinLiveEntry(); got != want {
+				t.Fatalf("%s: %s MinLiveEntry %d, want %d (live %v, clock %v)", when, id, got, want, n.Live(), n.VectorClock().Snapshot())
+			}
+		}
+	}
+	check("start")
+	a := cl.nodes[cl.ids[0]]
+	steps := 0
+	for cl.step(nil) {
+		if steps++; steps%7 == 0 {
+			check(fmt.Sprintf("step %d", steps))
+		}
+		if steps == 40 {
+			a.PeerDown(cl.ids[3])
+			check("member down")
+		}
+	}
+	if steps < 40 {
+		t.Fatalf("the cluster stopped after %d steps", steps)
+	}
+	a.PeerDown(cl.ids[1])
+	a.PeerDown(cl.ids[2])
+	check("all down but itself")
 }

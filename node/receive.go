@@ -309,16 +309,26 @@ func (n *Node) pendingClocks() []uint64 {
 }
 
 func (n *Node) observeStaleness() {
-	low := uint64(0)
-	for i, q := range n.liveSlots {
-		if e := n.vc.getAt(q); i == 0 || e < low {
-			low = e
-		}
+	low := n.MinLiveEntry()
+	if low == math.MaxUint64 {
+		low = 0
 	}
 	s := n.clock - min(n.clock, low)
 	n.stats.StalenessMax = max(n.stats.StalenessMax, s)
 	n.stats.StalenessSum += s
 	n.stats.Reads++
+}
+
+// MinLiveEntry is the smallest vector-clock entry over the live members
+// (Live), math.MaxUint64 when none is: what a read's staleness is measured
+// against. It reads by slot and copies nothing (a simulator asks at each
+// of P nodes' steps).
+func (n *Node) MinLiveEntry() uint64 {
+	low := uint64(math.MaxUint64)
+	for _, q := range n.liveSlots {
+		low = min(low, n.vc.getAt(q))
+	}
+	return low
 }
 
 func (n *Node) reject(reason RejectReason) {

@@ -580,7 +580,7 @@ func (s *worker) trainDone(ev simEvent) error {
 	}
 	n.computing = false
 	t := n.core.Clock()
-	stale := t - min(t, s.minEntry(n))
+	stale := t - min(t, n.core.MinLiveEntry())
 	// A later local step reads the copy its exchange's first step took
 	// and passes no gate: the bound is on what an exchange starts from.
 	exchangeStart := !n.core.MidExchange()
@@ -611,17 +611,6 @@ func (s *worker) trainDone(ev simEvent) error {
 	s.trained = true
 	s.advance(n)
 	return nil
-}
-
-// minEntry is the smallest vector-clock entry over the members n's core
-// counts live.
-func (s *sim) minEntry(n *simNode) uint64 {
-	vc := n.core.VectorClock()
-	m := uint64(math.MaxUint64)
-	for _, id := range n.core.Live() {
-		m = min(m, vc.Get(id))
-	}
-	return m
 }
 
 // advance starts n's next iteration when its gate is open, and otherwise
