@@ -286,28 +286,28 @@ func (w *Writer) Bin(b []byte) {
 }
 
 // binHeader writes the header of a bin value of l bytes.
-func (w *Writer) binHeader(l int) {
+func (w *Writer) binHeader(l int) { w.lengthHead(l, msgpcode.Bin8, msgpcode.Bin16, msgpcode.Bin32) }
+
+// lengthHead writes the header of a value of length l in the smallest
+// of the forms with 1, 2 and 4 length bytes, whose codes are c8, c16 and
+// c32.
+func (w *Writer) lengthHead(l int, c8, c16, c32 byte) {
 	switch {
 	case l < 256:
-		w.head(msgpcode.Bin8, uint64(l), 1)
+		w.head(c8, uint64(l), 1)
 	case l <= math.MaxUint16:
-		w.head(msgpcode.Bin16, uint64(l), 2)
+		w.head(c16, uint64(l), 2)
 	default:
-		w.head(msgpcode.Bin32, uint64(l), 4)
+		w.head(c32, uint64(l), 4)
 	}
 }
 
 // String writes a str value.
 func (w *Writer) String(s string) {
-	switch l := len(s); {
-	case l < 32:
+	if l := len(s); l < 32 {
 		w.buf = append(w.buf, msgpcode.FixedStrLow|byte(l))
-	case l < 256:
-		w.head(msgpcode.Str8, uint64(l), 1)
-	case l <= math.MaxUint16:
-		w.head(msgpcode.Str16, uint64(l), 2)
-	default:
-		w.head(msgpcode.Str32, uint64(l), 4)
+	} else {
+		w.lengthHead(l, msgpcode.Str8, msgpcode.Str16, msgpcode.Str32)
 	}
 	w.buf = append(w.buf, s...)
 }
