@@ -31,7 +31,7 @@ var flagGroups = []struct {
 	name  string
 	flags []string
 }{
-	{"Data and model", []string{"data", "test-data", "format", "hash-bits", "stream", "shuffle-buffer", "holdout-rows", "max-dropped", "shard", "model", "dim", "l2", "nodes", "seed", "workers", "huge-pages", "faults"}},
+	{"Data and model", []string{"data", "test-data", "format", "hash-bits", "stream", "shuffle-buffer", "holdout-rows", "max-dropped", "shard", "model", "dim", "l2", "nodes", "seed", "workers", "faults"}},
 	{"Training", []string{"optimizer", "lr", "batch", "iterations", "staleness", "local-steps", "outer", "outer-lr", "budget", "priority", "codec", "error-feedback", "sfb", "keep-best",
 		"wait-members", "min-iteration-time", "compute-time", "stragglers", "slowdown", "target-loss"}},
 	{"Network", []string{"listen", "join", "mesh", "announce", "relay", "relay-service", "topology", "sites", "relay-window", "wan",

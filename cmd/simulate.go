@@ -26,7 +26,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	training.register(fs, simulateCommand)
 	seed := fs.Uint64("seed", 1, "seed of every random choice: data, links, faults; the same seed and --workers give the same trace hash")
 	workers := fs.Int("workers", 2, fmt.Sprintf("goroutines that run the nodes, 1-%d: they advance in windows of the least link latency; the trace depends on the seed and this number, not on the machine", sim.MaxWorkers))
-	hugePages := fs.Bool("huge-pages", true, "ask the kernel for 2 MiB pages for the simulator's heap where it gives them only on request (transparent_hugepage=madvise): a mesh of thousands reads gigabytes at random, and with 4 KiB pages each read also misses the TLB")
 	topology := fs.String("topology", "halton", "overlay: halton or full")
 	sites := fs.String("sites", "auto", sitesHelp)
 	wan := fs.String("wan", "lan", "modelled network: lan, geo3 or latency=50ms,bandwidth=100Mbit, optionally followed by ,loss=0.01 ,jitter=5ms ,dup=0.001 ,reorder=0.01")
@@ -120,13 +119,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if limit := limitMemory(); limit > 0 {
 		fmt.Fprintf(stderr, "memory: soft limit %.1f GiB, nine tenths of what is available (GOMEMLIMIT sets another)\n", float64(limit)/(1<<30))
-	}
-	if *hugePages {
-		pagesCtx, stopPages := context.WithCancel(ctx)
-		defer stopPages()
-		if line := useHugePages(pagesCtx); line != "" {
-			fmt.Fprintln(stderr, line)
-		}
 	}
 	start := time.Now()
 	var watch model.LossWatch
