@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -253,10 +252,6 @@ func NewWriterOn(buf []byte) *Writer { return &Writer{buf: buf[:0]} }
 
 // Bytes returns what was written.
 func (w *Writer) Bytes() []byte { return w.buf }
-
-// Grow makes room for n more bytes, for a writer that knows its size: a
-// large message then takes one allocation rather than a doubling series.
-func (w *Writer) Grow(n int) { w.buf = slices.Grow(w.buf, n) }
 
 // head writes a header: code and n in size bytes, big-endian.
 func (w *Writer) head(code byte, n uint64, size int) {

@@ -552,7 +552,7 @@ func FuzzReader(f *testing.F) {
 }
 
 // A writer grown to its size writes the same bytes, into the room it made.
-func TestGrowKeepsTheBytes(t *testing.T) {
+func TestWriterOnUsesTheRoom(t *testing.T) {
 	payload := bytes.Repeat([]byte{7}, 5000)
 	write := func(w *Writer) []byte {
 		w.Array(2)
@@ -561,12 +561,14 @@ func TestGrowKeepsTheBytes(t *testing.T) {
 		return w.Bytes()
 	}
 	plain := write(NewWriter())
-	grown := NewWriter()
-	grown.Grow(len(plain))
-	room := cap(grown.Bytes())
-	got := write(grown)
-	if !bytes.Equal(got, plain) || room < len(plain) || cap(got) != room {
-		t.Fatalf("grown writer: %d bytes (equal %v), room %d then cap %d, want %d bytes in the room", len(got), bytes.Equal(got, plain), room, cap(got), len(plain))
+	room := make([]byte, 3, len(plain)+10)
+	got := write(NewWriterOn(room))
+	if !bytes.Equal(got, plain) || &got[0] != &room[:1][0] {
+		t.Fatalf("writer on a room of %d: %d bytes (equal %v), same array %v", cap(room), len(got), bytes.Equal(got, plain), &got[0] == &room[:1][0])
+	}
+	small := make([]byte, 0, 16)
+	if got := write(NewWriterOn(small)); !bytes.Equal(got, plain) {
+		t.Fatalf("writer on a room too small: %d bytes, want the %d written plainly", len(got), len(plain))
 	}
 }
 
