@@ -20,7 +20,8 @@
 //     worker share because it is the same between them: a decode cache,
 //     the committed views of the same rows and the sums of pending rows
 //     (node.RowStore), a gradient scratch, the table of origin slots
-//     (node.SlotTable) and the spare outbox queues (node.QueuePool).
+//     (node.SlotTable) and the spare outbox queues and envelope buffers
+//     (node.QueuePool: a worker hands back each envelope it delivered).
 //   - overlay.go: the overlays the cores route over, built once per input.
 //   - members.go: joins, rejoins by snapshot, leaves and stops.
 //   - queue.go: the event queue and the trace hash.
