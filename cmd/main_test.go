@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runMain(args ...string) (code int, stdout, stderr string) {
@@ -210,6 +211,25 @@ func TestSimulateJSONAndReplay(t *testing.T) {
 	}
 	if rep["trace_hash"] != rep2["trace_hash"] {
 		t.Fatalf("same seed, trace hashes %v and %v", rep["trace_hash"], rep2["trace_hash"])
+	}
+}
+
+// A simulate run that goes quiet for simulateStatusEvery prints a status
+// line: cores built while it starts, then the slowest and fastest clocks.
+func TestSimulateStatusLines(t *testing.T) {
+	defer func(every time.Duration) { simulateStatusEvery = every }(simulateStatusEvery)
+	simulateStatusEvery = 0
+	code, _, errOut := runMain("simulate", "--nodes", "70", "--iterations", "3", "--hash-bits", "12")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"building cores 64/70  wall ", "running  iterations 0 to ", "  live 70  sent ", " (membership "} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "building cores 70/") {
+		t.Errorf("a status line counts all the cores as still building:\n%s", errOut)
 	}
 }
 

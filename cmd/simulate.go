@@ -17,6 +17,13 @@ import (
 	"github.com/sketchmesh/sketchmesh/sim"
 )
 
+// simulateStatusEvery is the longest simulate stays silent: a run
+// without a progress line for that long prints a status line (cores
+// built, or the slowest and fastest clocks, simulated time and bytes
+// sent), since at P = 10,000 an iteration can take minutes. A variable
+// for the tests.
+var simulateStatusEvery = 30 * time.Second
+
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("simulate", "simulate [flags]", "Runs the node core of every member as a discrete-event simulation on a virtual clock, its nodes dealt over --workers goroutines, replayable by seed and workers.", stderr)
 	nodes := fs.Int("nodes", 64, fmt.Sprintf("number of simulated nodes (1-%d)", sim.MaxNodes))
@@ -121,8 +128,24 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stderr, "memory: soft limit %.1f GiB, nine tenths of what is available (GOMEMLIMIT sets another)\n", float64(limit)/(1<<30))
 	}
 	start := time.Now()
+	lastLine := start
+	cfg.Heartbeat = func() bool { return time.Since(lastLine) >= simulateStatusEvery }
 	var watch model.LossWatch
 	cfg.Progress = func(p sim.Progress) {
+		lastLine = time.Now()
+		if p.Heartbeat {
+			if p.Built < cfg.Nodes {
+				fmt.Fprintf(stderr, "building cores %d/%d  wall %.1fs\n", p.Built, cfg.Nodes, time.Since(start).Seconds())
+				return
+			}
+			clocks := "no live node"
+			if p.Live > 0 {
+				clocks = fmt.Sprintf("iterations %d to %d", p.Iteration, p.Fastest)
+			}
+			fmt.Fprintf(stderr, "running  %s  simulated %.2fs  live %d  sent %s (membership %s)  wall %.1fs\n",
+				clocks, p.SimulatedSeconds, p.Live, humanBytes(float64(p.BytesSent)), humanBytes(float64(p.MembershipBytes)), time.Since(start).Seconds())
+			return
+		}
 		if p.Step == "" {
 			if msg := watch.Observe(p.TestLoss); msg != "" {
 				defer logger.Warn(msg, "iteration", p.Iteration, "lr", lr)

@@ -100,6 +100,15 @@ type Config struct {
 	// (0: about ten per run) and one per scenario step.
 	Progress  func(Progress)
 	EvalEvery int
+	// Heartbeat, when set with Progress, is asked while cores are built
+	// and between windows whether the driver wants a status line now; on
+	// yes, Progress receives a report marked Heartbeat, without test
+	// metrics (an evaluation costs too much to make at any moment). The
+	// driver keeps the wall clock, which the run must not read: a report
+	// reads the run and changes nothing in it. Where P = 10,000, building
+	// the cores takes half a minute and the slowest node's clock can stay
+	// on one iteration for minutes while the others' updates spread.
+	Heartbeat func() bool
 	// Workers is how many goroutines run the nodes (workers.go), 1 to
 	// MaxWorkers (0 = 1). The trace depends on the seed and on Workers:
 	// the same pair replays the same run on any machine.
@@ -116,17 +125,25 @@ const MaxNodes = 16384
 
 // Progress is one progress report of a simulated run.
 type Progress struct {
-	// Iteration is the slowest live node's clock.
-	Iteration        uint64
-	SimulatedSeconds float64
-	Live             int
+	// Iteration is the slowest live node's clock, Fastest the fastest's.
+	Iteration, Fastest uint64
+	SimulatedSeconds   float64
+	Live               int
 	// TestLoss and TestAccuracy are the lowest-numbered live node's (NaN
 	// accuracy for regression).
 	TestLoss, TestAccuracy float64
 	MessagesSent           uint64
 	BytesSent              uint64
+	// MembershipBytes is what the membership protocol sent, counted apart
+	// from BytesSent (the update protocol's).
+	MembershipBytes uint64
 	// Step is the scenario step that just fired ("at 20: kill 0-3"), or "".
 	Step string
+	// Heartbeat marks a report the driver asked for (Config.Heartbeat):
+	// its test loss and accuracy are NaN. Built counts the cores built so
+	// far: fewer than Nodes only while the run starts.
+	Heartbeat bool
+	Built     int
 }
 
 func (c *Config) validate() error {

@@ -346,12 +346,20 @@ func newSim(cfg Config) (*sim, error) {
 	if s.timeout == 0 {
 		s.timeout = int64(syncTimeout(cfg, s.diameter))
 	}
-	for _, n := range s.nodes {
+	for k, n := range s.nodes {
 		if n.core, err = s.newCore(n.idx, nil, nil); err != nil {
 			return nil, err
 		}
+		if k%64 == 63 && s.wantsHeartbeat() {
+			s.cfg.Progress(Progress{Heartbeat: true, Built: k + 1, Live: k + 1, TestLoss: math.NaN(), TestAccuracy: math.NaN()})
+		}
 	}
 	return s, nil
+}
+
+// wantsHeartbeat asks the driver whether it wants a status report now.
+func (s *sim) wantsHeartbeat() bool {
+	return s.cfg.Heartbeat != nil && s.cfg.Progress != nil && s.cfg.Heartbeat()
 }
 
 // newCore builds node i's core: from scratch over the run's initial nodes,
@@ -510,6 +518,9 @@ func (s *sim) betweenWindows() error {
 				s.nextEval += s.evalEvery
 			}
 		}
+	}
+	if s.wantsHeartbeat() {
+		s.cfg.Progress(s.status(""))
 	}
 	s.noteDone()
 	if s.allDoneAt == s.now && s.undelivered() == 0 && s.settled() {
@@ -814,17 +825,8 @@ func (s *sim) live() int {
 }
 
 func (s *sim) progress(step string) {
-	sent := s.total()
-	p := Progress{
-		Iteration:        s.minLiveClock(),
-		SimulatedSeconds: float64(s.now) / 1e9,
-		Live:             s.live(),
-		MessagesSent:     sent.msgs,
-		BytesSent:        sent.bytes,
-		Step:             step,
-		TestLoss:         math.NaN(),
-		TestAccuracy:     math.NaN(),
-	}
+	p := s.status(step)
+	p.Heartbeat = false
 	for _, n := range s.nodes {
 		if n.member() {
 			met := n.core.Evaluate(s.test)
@@ -833,6 +835,32 @@ func (s *sim) progress(step string) {
 		}
 	}
 	s.cfg.Progress(p)
+}
+
+// status is a progress report of the run as it stands, without test
+// metrics: a heartbeat.
+func (s *sim) status(step string) Progress {
+	sent := s.total()
+	p := Progress{
+		Iteration:        math.MaxUint64,
+		SimulatedSeconds: float64(s.now) / 1e9,
+		MessagesSent:     sent.msgs,
+		BytesSent:        sent.bytes,
+		MembershipBytes:  sent.memberBytes,
+		Step:             step,
+		TestLoss:         math.NaN(),
+		TestAccuracy:     math.NaN(),
+		Heartbeat:        true,
+		Built:            len(s.nodes),
+	}
+	for _, n := range s.nodes {
+		if n.member() {
+			c := n.core.Clock()
+			p.Iteration, p.Fastest = min(p.Iteration, c), max(p.Fastest, c)
+			p.Live++
+		}
+	}
+	return p
 }
 
 // meanMetrics returns the mean test loss and accuracy over live nodes.

@@ -511,6 +511,51 @@ func TestSimProgress(t *testing.T) {
 	}
 }
 
+// A driver that asks for a status line at every chance (Config.Heartbeat)
+// gets one per 64 cores built, then between windows reports without test
+// metrics whose clocks never go back, and the run is the same as without.
+func TestSimHeartbeatChangesNothing(t *testing.T) {
+	base := simConfig(t, 130, 12, 3)
+	base.Workers = 2
+	plain := simulate(t, base)
+
+	cfg := simConfig(t, 130, 12, 3)
+	cfg.Workers = 2
+	var built []int
+	var beats []Progress
+	evaluated := 0
+	cfg.Heartbeat = func() bool { return true }
+	cfg.Progress = func(p Progress) {
+		switch {
+		case !p.Heartbeat:
+			evaluated++
+		case p.Built < cfg.Nodes:
+			built = append(built, p.Built)
+		default:
+			beats = append(beats, p)
+		}
+	}
+	r := simulate(t, cfg)
+	if r.TraceHash != plain.TraceHash {
+		t.Fatalf("trace %s with heartbeats, %s without", r.TraceHash, plain.TraceHash)
+	}
+	if !slices.Equal(built, []int{64, 128}) {
+		t.Fatalf("reports while building: %v, want after 64 and 128 cores", built)
+	}
+	if evaluated == 0 || len(beats) < 10 {
+		t.Fatalf("%d heartbeats and %d evaluated reports", len(beats), evaluated)
+	}
+	for i, p := range beats {
+		if !math.IsNaN(p.TestLoss) || p.Live != cfg.Nodes || p.Iteration > p.Fastest || p.Fastest > 12 ||
+			i > 0 && (p.Iteration < beats[i-1].Iteration || p.SimulatedSeconds < beats[i-1].SimulatedSeconds || p.BytesSent < beats[i-1].BytesSent) {
+			t.Fatalf("heartbeat %d: %+v after %+v", i, p, beats[max(i-1, 0)])
+		}
+	}
+	if last := beats[len(beats)-1]; last.Iteration != 12 || last.BytesSent == 0 || last.MembershipBytes == 0 {
+		t.Fatalf("last heartbeat %+v: want every node at 12 and bytes sent by both protocols", last)
+	}
+}
+
 // TestSimStress runs harsher scripts (kills during partitions, three-way
 // splits, restarts, joins, duplication and reordering, several networks) over
 // SKETCHMESH_SIM_STRESS seeds; it is skipped when that is unset.
