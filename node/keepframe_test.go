@@ -92,6 +92,37 @@ func TestKeptEntriesOfOneFrameArePerOrigin(t *testing.T) {
 	}
 }
 
+// The entry kept for a frame is found by its signature too: the same
+// origin, clock and frame under another signature (of the same length or
+// none) is another entry, and each is found again.
+func TestKeptEntriesOfOneFrameArePerSignature(t *testing.T) {
+	cache := NewDecodeCache(8)
+	frame := []byte("frame")
+	cache.put(cache.key(frame), frame, decoded{u: &codec.Sparse{}})
+	sigs := [][]byte{[]byte("sig-1"), []byte("sig-2"), nil, []byte("longer-sig")}
+	var first []*keptUpdate
+	for pass := range 2 {
+		for i, sig := range sigs {
+			k := cache.kept(Update{Origin: "a", Clock: 3, Frame: frame, Sig: slices.Clone(sig)})
+			if k == nil || !bytes.Equal(k.sig, sig) {
+				t.Fatalf("pass %d: the entry for signature %q is %+v", pass, sig, k)
+			}
+			if pass == 0 {
+				first = append(first, k)
+			} else if k != first[i] {
+				t.Fatalf("the update signed %q kept again made a second entry", sig)
+			}
+		}
+	}
+	for i := range first {
+		for j := range i {
+			if first[i] == first[j] {
+				t.Fatalf("signatures %q and %q share one entry", sigs[j], sigs[i])
+			}
+		}
+	}
+}
+
 // An update that comes twice in one envelope is applied once and kept by
 // neither copy (which of the two passed the checks is not known), while
 // one that comes once is kept; the second copy counts as a duplicate.
