@@ -164,10 +164,10 @@ type Node struct {
 	ownLogs  map[int][]retained
 	logBuf   []retained
 	memberAt []bool
+	bytes    int
+	count    int
 	// warmed keeps what warm read, so that its loads are not elided.
 	warmed uint64
-	bytes  int
-	count  int
 	// Cursors rotate requests over laggards and anti-entropy peers, so
 	// repeated calls cover everyone deterministically.
 	lagCursor, peerCursor int
