@@ -44,9 +44,14 @@ type SlotTable struct {
 	// a node reads its pending rows in (Node.pendingRow).
 	byName []int32
 	// start is the last member list a node on this table started with, and
-	// its slots (see startLists).
-	start      []string
-	startSlots []int
+	// its slots (see startLists); startPeers and startPeerKnown the peers'
+	// incarnations that list gives, once a node has worked them out (see
+	// Node.initProtocol).
+	start           []string
+	startSlots      []int
+	startPeers      []uint64
+	startPeerKnown  []bool
+	startPeersKnown bool
 	// peers and peerKnown are the peers' incarnations a node on this
 	// table started with (see sharePeers).
 	peers     []uint64
@@ -64,15 +69,24 @@ type SlotTable struct {
 // in each, for the members and again for the live ones, cost each core 48
 // bytes per member. The slices are clipped, so an insertion copies them;
 // a node rebuilds its own live list on the first change (Node.setLive).
+//
+// members must be sorted and without repeats; the table keeps a copy.
 func (t *SlotTable) startLists(members []string) ([]string, []int) {
 	if !slices.Equal(t.start, members) {
-		t.start = slices.Clip(members)
+		t.start = slices.Clip(slices.Clone(members))
 		t.startSlots = make([]int, len(members))
 		for i, m := range members {
 			t.startSlots[i] = t.intern(m)
 		}
+		t.startPeers, t.startPeerKnown, t.startPeersKnown = nil, nil, false
 	}
 	return t.start, t.startSlots
+}
+
+// isStart reports whether members is the table's start list itself (as
+// startLists returned it, not a copy or a changed list).
+func (t *SlotTable) isStart(members []string) bool {
+	return len(members) == len(t.start) && (len(members) == 0 || &members[0] == &t.start[0])
 }
 
 // sharePeers returns the highest incarnations admitted on each peer name
@@ -144,9 +158,14 @@ func (v *VectorClock) slot(q string) int {
 // intern returns q's slot, making one when q has none.
 func (v *VectorClock) intern(q string) int {
 	i := v.table.intern(q)
+	v.internSlot(i)
+	return i
+}
+
+// internSlot is intern for an origin the table gave slot i.
+func (v *VectorClock) internSlot(i int) {
 	v.interned, v.high, v.set = reach(v.interned, i), reach(v.high, i), reach(v.set, i)
 	v.interned[i] = true
-	return i
 }
 
 // nameAt returns the origin of slot i.

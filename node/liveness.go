@@ -228,14 +228,28 @@ const admitResends = 3
 func (n *Node) initProtocol() {
 	n.proto.states = make([]memberState, 0, len(n.members))
 	n.proto.withholders = 0
+	t := n.vc.table
+	if start := t.isStart(n.members); start && t.startPeersKnown {
+		// The peers' incarnations are those of the table's start list,
+		// which a node before this one worked out: only the records are
+		// this node's.
+		for _, q := range n.memberSlots {
+			n.trackSlot(q)
+		}
+		n.proto.peers, n.proto.peerKnown, n.proto.peersShared = t.startPeers, t.startPeerKnown, true
+		return
+	}
 	n.proto.peers = make([]uint64, 0, len(n.members))
 	n.proto.peerKnown = make([]bool, 0, len(n.members))
 	n.proto.peersShared = false
 	for _, m := range n.members {
 		n.trackMember(m)
 	}
-	n.proto.peers, n.proto.peerKnown = n.vc.table.sharePeers(n.proto.peers, n.proto.peerKnown)
+	n.proto.peers, n.proto.peerKnown = t.sharePeers(n.proto.peers, n.proto.peerKnown)
 	n.proto.peersShared = true
+	if t.isStart(n.members) {
+		t.startPeers, t.startPeerKnown, t.startPeersKnown = n.proto.peers, n.proto.peerKnown, true
+	}
 }
 
 // Tick advances the core's time by one tick: hellos, failure detection,

@@ -168,14 +168,19 @@ type slotExtra struct {
 
 // trackMember records a member the core now has in its list.
 func (n *Node) trackMember(m string) {
-	q := n.vc.intern(m)
-	n.proto.states = reach(n.proto.states, q)
-	if s := &n.proto.states[q]; !s.tracked() {
-		*s = memberState{heard: uint32(n.proto.tick), card: flagTracked}
-	}
+	n.trackSlot(n.vc.intern(m))
 	name, inc := SplitMember(m)
 	if cur, ok := n.peerInc(name); !ok || inc > cur {
 		n.setPeerInc(name, inc)
+	}
+}
+
+// trackSlot makes the record of the member of vector clock slot q, which
+// trackMember completes with its peer's incarnation.
+func (n *Node) trackSlot(q int) {
+	n.proto.states = reach(n.proto.states, q)
+	if s := &n.proto.states[q]; !s.tracked() {
+		*s = memberState{heard: uint32(n.proto.tick), card: flagTracked}
 	}
 }
 

@@ -243,22 +243,21 @@ func New(cfg Config) (*Node, error) {
 	if err := checkBudget(&cfg); err != nil {
 		return nil, fmt.Errorf("node %s: %w", cfg.ID, err)
 	}
-	members := slices.Clone(cfg.Members)
-	slices.Sort(members)
-	members = slices.Compact(members)
+	// A sorted list is read as it is: P simulated cores start with one
+	// list of P members, and a sorted copy in each cost it O(P) time and
+	// garbage.
+	members := cfg.Members
+	if !sortedUnique(members) {
+		members = slices.Compact(slices.Sorted(slices.Values(members)))
+	}
 	if _, ok := slices.BinarySearch(members, cfg.ID); !ok && cfg.Start == nil {
 		return nil, fmt.Errorf("node: id %s is not among the members", cfg.ID)
-	}
-	router := cfg.Router
-	if router == nil {
-		router = NewFullMesh(members)
 	}
 	n := &Node{
 		cfg:           cfg,
 		sc:            sc,
 		replied:       map[string]int{},
 		digestChecked: map[string]uint64{},
-		router:        router,
 		vc:            newVectorClockOn(cfg.Slots, len(members)),
 		pending:       map[uint64][]*codec.Sparse{},
 		outbox:        map[string][]queued{},
@@ -274,11 +273,19 @@ func New(cfg Config) (*Node, error) {
 	// changes, and both are shared with the nodes on the same slot table
 	// that start with the same members.
 	n.members, n.memberSlots = n.vc.table.startLists(members)
+	if n.router = cfg.Router; n.router == nil {
+		n.router = FullMesh{members: n.members} // shared: a FullMesh writes nothing
+	}
 	n.liveList, n.liveSlots, n.liveShared = n.members, n.memberSlots, true
-	n.live = liveSet{vc: n.vc, state: make([]uint8, 0, len(members))}
-	for _, m := range n.members {
-		n.live.set(m, true)
-		n.vc.intern(m)
+	// By slot, in slices sized once: the table has interned the members.
+	top := -1
+	for _, i := range n.memberSlots {
+		top = max(top, i)
+	}
+	n.live = liveSet{vc: n.vc, state: reach(make([]uint8, 0, len(members)), top)}
+	for _, i := range n.memberSlots {
+		n.live.setAt(i, true)
+		n.vc.internSlot(i)
 	}
 	if n.scratch = cfg.Scratch; n.scratch == nil {
 		n.scratch = new(model.Scratch)
@@ -306,8 +313,9 @@ func New(cfg Config) (*Node, error) {
 		n.shareRows(cfg.SharedRows)
 	}
 	n.memberAt = make([]bool, 0, len(n.members))
-	for _, m := range n.members {
-		n.indexMember(m)
+	for _, i := range n.memberSlots {
+		n.memberAt = reach(n.memberAt, i)
+		n.memberAt[i] = true
 	}
 	n.logs = make([]frameLog, len(n.vc.high))
 	n.initLocal()
@@ -320,6 +328,16 @@ func New(cfg Config) (*Node, error) {
 	n.proto.membershipChanged = true
 	n.rebuildIfChanged()
 	return n, nil
+}
+
+// sortedUnique reports whether ids are in increasing order, each once.
+func sortedUnique(ids []string) bool {
+	for i := 1; i < len(ids); i++ {
+		if ids[i-1] >= ids[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // ID returns the node's member id.

@@ -93,8 +93,10 @@ func (l *liveSet) up(m string) bool {
 }
 
 // set records m as up or down.
-func (l *liveSet) set(m string, up bool) {
-	i := l.vc.intern(m)
+func (l *liveSet) set(m string, up bool) { l.setAt(l.vc.intern(m), up) }
+
+// setAt is set by slot, for a member the vector clock has interned.
+func (l *liveSet) setAt(i int, up bool) {
 	l.state = reach(l.state, i)
 	if l.state[i] == liveUnknown {
 		l.known++
