@@ -512,8 +512,9 @@ func TestSimProgress(t *testing.T) {
 }
 
 // A driver that asks for a status line at every chance (Config.Heartbeat)
-// gets one per 64 cores built, then between windows reports without test
-// metrics whose clocks never go back, and the run is the same as without.
+// gets reports while the cores are built (at most one per 64), then
+// between windows reports without test metrics whose clocks never go
+// back, and the run is the same as without.
 func TestSimHeartbeatChangesNothing(t *testing.T) {
 	base := simConfig(t, 130, 12, 3)
 	base.Workers = 2
@@ -539,8 +540,8 @@ func TestSimHeartbeatChangesNothing(t *testing.T) {
 	if r.TraceHash != plain.TraceHash {
 		t.Fatalf("trace %s with heartbeats, %s without", r.TraceHash, plain.TraceHash)
 	}
-	if !slices.Equal(built, []int{64, 128}) {
-		t.Fatalf("reports while building: %v, want after 64 and 128 cores", built)
+	if len(built) == 0 || built[0] < 64 || !slices.IsSorted(built) || built[len(built)-1] >= cfg.Nodes {
+		t.Fatalf("reports while building: %v, want counts from 64 up, below %d", built, cfg.Nodes)
 	}
 	if evaluated == 0 || len(beats) < 10 {
 		t.Fatalf("%d heartbeats and %d evaluated reports", len(beats), evaluated)
