@@ -361,7 +361,7 @@ func newSim(cfg Config) (*sim, error) {
 // status reports come from this goroutine.
 func (s *sim) buildCores() error {
 	var built atomic.Int64
-	note := make(chan int) // each 64th core built: a few hand-offs a run
+	note := make(chan int)                // each 64th core built: a few hand-offs a run
 	failed := make([]int, len(s.workers)) // the first node each could not build
 	errs := make([]error, len(s.workers))
 	var wg sync.WaitGroup
