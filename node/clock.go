@@ -102,6 +102,15 @@ func (t *SlotTable) sharePeers(peers []uint64, known []bool) ([]uint64, []bool) 
 	return t.peers, t.peerKnown
 }
 
+// origin returns name as a string: the table's own when it has a slot
+// for it, so that reading an update's origin allocates nothing.
+func (t *SlotTable) origin(name []byte) string {
+	if i, ok := t.slots[string(name)]; ok {
+		return t.names[i]
+	}
+	return string(name)
+}
+
 // NewSlotTable returns an empty table with room for n origins.
 func NewSlotTable(n int) *SlotTable {
 	return &SlotTable{slots: make(map[string]int, n), names: make([]string, 0, n)}

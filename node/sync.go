@@ -448,7 +448,7 @@ func (n *Node) Receive(from string, data []byte) {
 	}
 	// Read into the pool's slice, used again for every envelope: a new
 	// one per envelope was a fifth of a simulator's allocations.
-	updates, err := decodeEnvelopeInto(n.spares.read[:0], data)
+	updates, err := decodeEnvelopeInto(n.spares.read[:0], data, n.vc.table.origin)
 	if err != nil {
 		n.receive(from, data) // counts the bad envelope
 		return

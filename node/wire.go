@@ -186,11 +186,16 @@ func DecodeEnvelope(data []byte) ([]Update, error) {
 	return updates, nil
 }
 
-func decodeEnvelope(data []byte) ([]Update, error) { return decodeEnvelopeInto(nil, data) }
+func decodeEnvelope(data []byte) ([]Update, error) { return decodeEnvelopeInto(nil, data, nil) }
 
 // decodeEnvelopeInto is decodeEnvelope appending to updates, which has no
 // elements, in its capacity when it holds them.
-func decodeEnvelopeInto(updates []Update, data []byte) ([]Update, error) {
+//
+// origin, when not nil, gives the string for an update's origin bytes: a
+// core passes its slot table's (SlotTable.origin), which returns the
+// member's name it holds instead of a new string, one per update and core
+// received, P² an iteration in a simulator.
+func decodeEnvelopeInto(updates []Update, data []byte, origin func([]byte) string) ([]Update, error) {
 	if len(data) > MaxEnvelopeBytes {
 		return nil, fmt.Errorf("%d bytes exceeds the %d-byte limit", len(data), MaxEnvelopeBytes)
 	}
@@ -215,7 +220,7 @@ func decodeEnvelopeInto(updates []Update, data []byte) ([]Update, error) {
 	}
 	updates = slices.Grow(updates, count)
 	for i := 0; i < count; i++ {
-		u, err := readUpdate(r)
+		u, err := readUpdate(r, origin)
 		if err != nil {
 			return nil, fmt.Errorf("update %d: %w", i, err)
 		}
@@ -227,7 +232,7 @@ func decodeEnvelopeInto(updates []Update, data []byte) ([]Update, error) {
 	return updates, nil
 }
 
-func readUpdate(r *wire.Reader) (Update, error) {
+func readUpdate(r *wire.Reader, intern func([]byte) string) (Update, error) {
 	n, err := r.Array("update", 1)
 	if err != nil {
 		return Update{}, err
@@ -250,7 +255,12 @@ func readUpdate(r *wire.Reader) (Update, error) {
 	if err != nil {
 		return Update{}, err
 	}
-	u := Update{Origin: string(origin), Clock: clock, Frame: frame}
+	u := Update{Clock: clock, Frame: frame}
+	if intern != nil {
+		u.Origin = intern(origin)
+	} else {
+		u.Origin = string(origin)
+	}
 	if n == 4 {
 		if u.Sig, err = r.Bytes("signature", MaxSignatureBytes); err != nil {
 			return Update{}, err

@@ -24,14 +24,23 @@ func BenchmarkEncodeEnvelope(b *testing.B) {
 		}
 	})
 	data := EncodeEnvelope(updates)
-	b.Run("decode", func(b *testing.B) {
-		b.ReportAllocs()
-		var into []Update
-		for b.Loop() {
-			var err error
-			if into, err = decodeEnvelopeInto(into[:0], data); err != nil {
-				b.Fatal(err)
+	table := NewSlotTable(len(updates))
+	for _, u := range updates {
+		table.intern(u.Origin)
+	}
+	for _, c := range []struct {
+		name   string
+		origin func([]byte) string
+	}{{"decode", nil}, {"decode-interned", table.origin}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var into []Update
+			for b.Loop() {
+				var err error
+				if into, err = decodeEnvelopeInto(into[:0], data, c.origin); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
+		})
+	}
 }

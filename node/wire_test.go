@@ -3,10 +3,12 @@ package node
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestEnvelopeRoundTrip(t *testing.T) {
@@ -177,5 +179,38 @@ func TestEncodeEnvelopesWithinLimit(t *testing.T) {
 	}
 	if envs := encodeEnvelopes(nil, 100, nil); len(envs) != 1 || len(envs[0]) != envelopeHeaderBytes(0) {
 		t.Fatalf("no updates: %d envelopes", len(envs))
+	}
+}
+
+// Decoded with a slot table's origin, an envelope gives the same updates,
+// and the origin of a member the table holds is the table's own string,
+// not a copy; an origin it does not hold is read as it is.
+func TestDecodeEnvelopeTakesOriginsFromTheTable(t *testing.T) {
+	updates := []Update{
+		{Origin: "a/1", Clock: 3, Frame: []byte{1, 2}},
+		{Origin: "stranger/7", Clock: 4, Frame: []byte{3}},
+		{Origin: "a/1", Clock: 4, Frame: []byte{4}, Sig: []byte("sig")},
+	}
+	data := EncodeEnvelope(updates)
+	table := NewSlotTable(1)
+	held := table.names[table.intern(strings.Clone("a/1"))]
+	got, err := decodeEnvelopeInto(nil, data, table.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := decodeEnvelope(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, plain) || !reflect.DeepEqual(got, updates) {
+		t.Fatalf("decoded %+v, without the table %+v, want %+v", got, plain, updates)
+	}
+	for _, i := range []int{0, 2} {
+		if unsafe.StringData(got[i].Origin) != unsafe.StringData(held) {
+			t.Errorf("update %d's origin is a copy, not the table's string", i)
+		}
+	}
+	if _, ok := table.slots["stranger/7"]; ok {
+		t.Error("decoding gave a slot to an origin")
 	}
 }
