@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -350,6 +351,38 @@ func TestSimEventOrder(t *testing.T) {
 			t.Fatalf("popped (%d,%d) after (%d,%d)", ev.at, ev.seq, prev.at, prev.seq)
 		}
 		prev = ev
+	}
+}
+
+// Pushes and pops interleaved at random, as a run makes them: every pop
+// takes the least (at, seq) still queued, and the queue holds what was
+// pushed and not popped.
+func TestSimEventQueueAgainstSorting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var q simQueue
+	var held []simEvent
+	seq := uint64(0)
+	for step := range 20000 {
+		if len(held) == 0 || rng.IntN(3) > 0 {
+			seq++
+			e := simEvent{at: int64(rng.IntN(50)), seq: seq, node: int32(step)}
+			q.push(e)
+			held = append(held, e)
+			continue
+		}
+		least := 0
+		for i := range held {
+			if held[i].at < held[least].at || held[i].at == held[least].at && held[i].seq < held[least].seq {
+				least = i
+			}
+		}
+		if got, want := q.pop(), held[least]; got.at != want.at || got.seq != want.seq || got.node != want.node {
+			t.Fatalf("step %d: popped %+v, want %+v", step, got, want)
+		}
+		held = slices.Delete(held, least, least+1)
+		if len(q) != len(held) {
+			t.Fatalf("step %d: %d queued, want %d", step, len(q), len(held))
+		}
 	}
 }
 
