@@ -229,7 +229,7 @@ func (n *Node) initProtocol() {
 	n.proto.states = make([]memberState, 0, len(n.members))
 	n.proto.withholders = 0
 	t := n.vc.table
-	if start := t.isStart(n.members); start && t.startPeersKnown {
+	if t.isStart(n.members) && t.startPeersKnown {
 		// The peers' incarnations are those of the table's start list,
 		// which a node before this one worked out: only the records are
 		// this node's.
