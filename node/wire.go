@@ -191,11 +191,11 @@ func decodeEnvelope(data []byte) ([]Update, error) { return decodeEnvelopeInto(n
 // decodeEnvelopeInto is decodeEnvelope appending to updates, which has no
 // elements, in its capacity when it holds them.
 //
-// origin, when not nil, gives the string for an update's origin bytes: a
+// intern, when not nil, gives the string for an update's origin bytes: a
 // core passes its slot table's (SlotTable.origin), which returns the
 // member's name it holds instead of a new string, one per update and core
 // received, P² an iteration in a simulator.
-func decodeEnvelopeInto(updates []Update, data []byte, origin func([]byte) string) ([]Update, error) {
+func decodeEnvelopeInto(updates []Update, data []byte, intern func([]byte) string) ([]Update, error) {
 	if len(data) > MaxEnvelopeBytes {
 		return nil, fmt.Errorf("%d bytes exceeds the %d-byte limit", len(data), MaxEnvelopeBytes)
 	}
@@ -220,7 +220,7 @@ func decodeEnvelopeInto(updates []Update, data []byte, origin func([]byte) strin
 	}
 	updates = slices.Grow(updates, count)
 	for i := 0; i < count; i++ {
-		u, err := readUpdate(r, origin)
+		u, err := readUpdate(r, intern)
 		if err != nil {
 			return nil, fmt.Errorf("update %d: %w", i, err)
 		}

@@ -551,7 +551,8 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
-// A writer grown to its size writes the same bytes, into the room it made.
+// A writer on a buffer with room writes the same bytes into that buffer's
+// array; on one without enough room, the same bytes elsewhere.
 func TestWriterOnUsesTheRoom(t *testing.T) {
 	payload := bytes.Repeat([]byte{7}, 5000)
 	write := func(w *Writer) []byte {
