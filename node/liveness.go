@@ -49,7 +49,10 @@ import (
 //     the admit still learns the same entry. One incarnation has one entry:
 //     a retried join is a new incarnation, which supersedes the old.
 //   - Leave sends a signed notice to every live member directly and resends
-//     it every HeartbeatTicks to those that have not acknowledged it.
+//     it every HeartbeatTicks to those that have not acknowledged it. A
+//     member acknowledges once it holds the leaver's updates up to the
+//     notice's clock, asking the leaver for those a resent notice finds
+//     missing.
 //
 // What the protocol decides is reported in Ready.Events for the driver to
 // log and to act on (dial a member, drop a queue); so is a member whose view
@@ -185,6 +188,10 @@ type protocol struct {
 	unacked       map[string]bool
 	acked         []string
 	lastLeaveSend uint64
+	// leaveAsked is, per member whose leave this node has not yet
+	// acknowledged, the tick it last waited on or asked for the leaver's
+	// last updates (onLeave).
+	leaveAsked map[string]uint64
 	// admits are the admit announcements this node made lately, resent
 	// with its hellos until their tick (see hello).
 	admits []recentAdmit
@@ -799,7 +806,8 @@ func (n *Node) onLeave(a Announcement) RejectReason {
 	if !n.isMember(a.Member) {
 		return RejectNotAdmitted
 	}
-	if _, gone := n.left[a.Member]; !gone {
+	_, repeat := n.left[a.Member]
+	if !repeat {
 		n.Leave(a.Member, a.Clock)
 		if i := n.info(a.Member); i != nil {
 			i.heard, i.clock = uint32(n.proto.tick), a.Clock
@@ -811,12 +819,43 @@ func (n *Node) onLeave(a Announcement) RejectReason {
 	if n.proto.leaving {
 		delete(n.proto.unacked, a.Member)
 	}
-	// Acknowledge every copy: the leaver resends until it hears back.
-	ack := Announcement{Kind: KindLeaveAck, Member: a.Member, Clock: a.Clock}
-	if n.sign(&ack) {
-		n.proto.direct = append(n.proto.direct, Message{To: a.Member, Data: EncodeAnnouncement(ack)})
+	// The acknowledgement lets the leaver go, and with it the one sure
+	// source of its last updates, so a member acknowledges only once it
+	// holds them (one leaving too at once: its view no longer counts).
+	// Those still on their way are acknowledged as they arrive
+	// (retireLeavers); a copy of the notice the leaver sent again finds
+	// some still missing and asks the leaver for them.
+	have := n.vc.Get(a.Member)
+	if have >= a.Clock || n.proto.leaving {
+		n.ackLeave(a.Member, a.Clock)
+		return ""
+	}
+	// The notice goes out broadcast and direct, and copies come again
+	// every heartbeat: the leaver is asked at most once a heartbeat, the
+	// first copy only waited on.
+	p := &n.proto
+	asked, waited := p.leaveAsked[a.Member]
+	if waited && p.tick-asked < uint64(n.sc.HeartbeatTicks) {
+		return ""
+	}
+	if p.leaveAsked == nil {
+		p.leaveAsked = map[string]uint64{}
+	}
+	p.leaveAsked[a.Member] = p.tick
+	if waited {
+		ask := SyncMessage{Upto: a.Clock, Have: []SyncEntry{{Origin: a.Member, Clock: have}}}
+		p.direct = append(p.direct, n.request(a.Member, ask))
 	}
 	return ""
+}
+
+// ackLeave acknowledges member m's leave after clock.
+func (n *Node) ackLeave(m string, clock uint64) {
+	delete(n.proto.leaveAsked, m)
+	ack := Announcement{Kind: KindLeaveAck, Member: m, Clock: clock}
+	if n.sign(&ack) {
+		n.proto.direct = append(n.proto.direct, Message{To: m, Data: EncodeAnnouncement(ack)})
+	}
 }
 
 func (n *Node) onAck(a Announcement) RejectReason {

@@ -480,6 +480,56 @@ func TestLeaveResentUntilAcknowledged(t *testing.T) {
 	}
 }
 
+// A leave is acknowledged only by a member that holds the leaver's updates
+// up to its last clock: the acknowledgement lets the leaver go, and with it
+// the one sure source of those updates. One that lacks them asks the leaver
+// and acknowledges a later copy of the notice.
+func TestLeaveAcknowledgedOnceTheLeaversLastUpdatesAreHeld(t *testing.T) {
+	ids := []string{"a/1", "b/1", "c/1"}
+	n := newPnet(t, ids, 1000)
+	for range 3 {
+		n.round()
+	}
+	b, c := n.nodes["b/1"], n.nodes["c/1"]
+	// c's last update reaches a but not b, neither directly nor relayed.
+	n.drop = func(from, to string, data []byte) bool {
+		return to == "b/1" && !IsAnnouncement(data) && !IsSyncMessage(data)
+	}
+	c.Tick()
+	if err := c.Train(); err != nil {
+		t.Fatal(err)
+	}
+	n.flush()
+	if got := b.vc.Get("c/1"); got != c.Clock()-1 {
+		t.Fatalf("b holds c's updates up to %d, want %d (all but the last)", got, c.Clock()-1)
+	}
+	c.StartLeave()
+	n.flush()
+	acked, waiting := c.LeaveStatus()
+	if !slices.Equal(acked, []string{"a/1"}) || !slices.Equal(waiting, []string{"b/1"}) {
+		t.Fatalf("b lacks c's last update: acked %v waiting %v, want a only", acked, waiting)
+	}
+	// Only c, which trains no more, can send it now.
+	n.drop = func(from, to string, data []byte) bool {
+		return from != "c/1" && to == "b/1" && !IsAnnouncement(data) && !IsSyncMessage(data)
+	}
+	asked := b.SyncStats().RequestsSent
+	for i := 0; !c.LeaveAcknowledged(); i++ {
+		if i == 10 {
+			t.Fatalf("b never acknowledged; it holds c's updates up to %d of %d", b.vc.Get("c/1"), c.Clock())
+		}
+		c.Tick()
+		b.Tick()
+		n.flush()
+	}
+	if got := b.vc.Get("c/1"); got != c.Clock() {
+		t.Errorf("b acknowledged holding c's updates up to %d, want %d", got, c.Clock())
+	}
+	if b.SyncStats().RequestsSent == asked {
+		t.Error("b did not ask c for its last update")
+	}
+}
+
 // A member whose leave notice arrives before its last updates is waited
 // for; if they never come, it is declared dead after the suspicion
 // timeout, like a member that vanished, and the wait ends.

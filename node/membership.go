@@ -189,12 +189,22 @@ func (n *Node) Leaving(id string) bool {
 }
 
 // retireLeavers takes out of the live set every member that left and whose
-// updates up to its last are all in the view.
+// updates up to its last are all in the view, and acknowledges its leave,
+// which onLeave held back for them.
 func (n *Node) retireLeavers() {
+	var done []string
 	for id, last := range n.leaving {
 		if n.vc.Get(id) >= last {
-			n.peerDown(id) // deletes it from leaving
+			done = append(done, id)
 		}
+	}
+	// In member order: the acknowledgements are messages, and a map's
+	// order would make a simulation's run differ from its replay.
+	slices.Sort(done)
+	for _, id := range done {
+		last := n.leaving[id]
+		n.peerDown(id) // deletes it from leaving
+		n.ackLeave(id, last)
 	}
 }
 
