@@ -3,6 +3,7 @@ package node
 import (
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // VectorClock records, per origin, which of its updates are in the local
@@ -61,6 +62,26 @@ type SlotTable struct {
 	// member of slot i (see framelog.go).
 	cards     cardTable
 	timelines []timeline
+	// last is the name lookup found last, and lastSlot its slot.
+	last     string
+	lastSlot int
+}
+
+// lookup returns name's slot, if it has one. The name found last is
+// remembered and known again by the address of its bytes, without hashing
+// them: the handling of one message looks up the same string many times
+// (a hello's member by every check it passes, in every core that reads
+// the cached message), and last, held, keeps those bytes from being reused
+// for another string.
+func (t *SlotTable) lookup(name string) (int, bool) {
+	if len(name) > 0 && len(name) == len(t.last) && unsafe.StringData(name) == unsafe.StringData(t.last) {
+		return t.lastSlot, true
+	}
+	i, ok := t.slots[name]
+	if ok {
+		t.last, t.lastSlot = name, i
+	}
+	return i, ok
 }
 
 // startLists returns a member list equal to members, sorted, and its
@@ -105,10 +126,31 @@ func (t *SlotTable) sharePeers(peers []uint64, known []bool) ([]uint64, []bool) 
 // origin returns name as a string: the table's own when it has a slot
 // for it, so that reading an update's origin allocates nothing.
 func (t *SlotTable) origin(name []byte) string {
+	s, _ := t.originSlot(name)
+	return s
+}
+
+// originSlot is origin that also returns name's slot, -1 when it has none.
+func (t *SlotTable) originSlot(name []byte) (string, int) {
 	if i, ok := t.slots[string(name)]; ok {
-		return t.names[i]
+		return t.names[i], i
 	}
-	return string(name)
+	return string(name), -1
+}
+
+// originReader reads the origins of an envelope's updates through a slot
+// table (decodeEnvelopeInto): each as origin does, its slot appended to
+// slots, so that a core finds its records of the origin without a second
+// lookup by name.
+type originReader struct {
+	table *SlotTable
+	slots []int
+}
+
+func (r *originReader) origin(name []byte) string {
+	s, i := r.table.originSlot(name)
+	r.slots = append(r.slots, i)
+	return s
 }
 
 // NewSlotTable returns an empty table with room for n origins.
@@ -158,7 +200,15 @@ func newVectorClockOn(table *SlotTable, n int) *VectorClock {
 
 // slot returns q's slot, or -1 when q was never added.
 func (v *VectorClock) slot(q string) int {
-	if i, ok := v.table.slots[q]; ok && i < len(v.interned) && v.interned[i] {
+	if i, ok := v.table.lookup(q); ok {
+		return v.slotAt(i)
+	}
+	return -1
+}
+
+// slotAt is slot for the origin the table gave slot i (-1 for none).
+func (v *VectorClock) slotAt(i int) int {
+	if i >= 0 && i < len(v.interned) && v.interned[i] {
 		return i
 	}
 	return -1

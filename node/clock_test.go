@@ -3,6 +3,7 @@ package node
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -173,5 +174,30 @@ func TestVectorClockAheadSparse(t *testing.T) {
 	v.Add("c", 3)
 	if v.Add("c", 2); v.Get("c") != 3 || len(v.ahead) != 0 {
 		t.Fatalf("c's gap closed: entry %d, ahead %v", v.Get("c"), v.ahead)
+	}
+}
+
+// A slot table finds a name by its bytes' address only for the very string
+// it found last: an equal string elsewhere, a shorter one at the same
+// address and a name it does not hold are looked up by content.
+func TestSlotTableLookupRemembersOnlyTheSameString(t *testing.T) {
+	table := NewSlotTable(3)
+	long, short := table.intern("peer-b/1"), table.intern("peer-b")
+	name := strings.Clone("peer-b/1")
+	for _, c := range []struct {
+		name string
+		slot int
+		ok   bool
+	}{
+		{name, long, true},
+		{name, long, true}, // remembered
+		{name[:len("peer-b")], short, true},
+		{strings.Clone("peer-b/1"), long, true},
+		{"peer-c/1", 0, false},
+		{name, long, true},
+	} {
+		if slot, ok := table.lookup(c.name); slot != c.slot || ok != c.ok {
+			t.Errorf("lookup(%q) = %d, %v; want %d, %v", c.name, slot, ok, c.slot, c.ok)
+		}
 	}
 }

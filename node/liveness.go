@@ -350,7 +350,7 @@ func (n *Node) Addrs(member string) []string {
 // peerInc returns the highest incarnation admitted on peer name, and
 // whether there is one.
 func (n *Node) peerInc(name string) (uint64, bool) {
-	i, ok := n.vc.table.slots[name]
+	i, ok := n.vc.table.lookup(name)
 	if !ok || i >= len(n.proto.peers) || !n.proto.peerKnown[i] {
 		return 0, false
 	}

@@ -132,8 +132,12 @@ func (n *Node) indexMember(id string) {
 
 // memberSlot returns member id's slot (see indexMember), or -1 when id is
 // no member.
-func (n *Node) memberSlot(id string) int {
-	if i := n.vc.slot(id); i >= 0 && i < len(n.memberAt) && n.memberAt[i] {
+func (n *Node) memberSlot(id string) int { return n.memberSlotAt(n.vc.slot(id)) }
+
+// memberSlotAt is memberSlot for the origin the slot table gave slot i
+// (-1 for none).
+func (n *Node) memberSlotAt(i int) int {
+	if i = n.vc.slotAt(i); i >= 0 && i < len(n.memberAt) && n.memberAt[i] {
 		return i
 	}
 	return -1

@@ -645,18 +645,18 @@ const maxSpareQueues = 64
 // P = 1024 those were 193 MB of a 1.3 GB heap. It also holds the updates an
 // envelope is written from (see ready) and those one is read into (see
 // Receive), and Receive's lists for that envelope: fresh (the updates the
-// core did not hold), slots (their origins' member slots) and kept (the
+// core did not hold), origins (their origins' member slots) and kept (the
 // entries kept for those it applied, nil for the others). Each core kept
 // its own of those, grown to the largest envelope it had read, which in
 // a simulator of thousands, where a batch of relays holds thousands of
 // updates, made them P² in all. Not safe for concurrent use.
 type QueuePool struct {
-	queues [][]queued
-	batch  []Update
-	read   []Update
-	fresh  []int
-	slots  []int
-	kept   []*keptUpdate
+	queues  [][]queued
+	batch   []Update
+	read    []Update
+	fresh   []int
+	origins originReader // its slots: the updates' member slots
+	kept    []*keptUpdate
 	// free[k] holds idle envelope buffers of capacity in [2^k, 2^(k+1)),
 	// idle their bytes (see Recycle).
 	free   [envelopeClasses][][]byte

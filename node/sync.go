@@ -448,7 +448,12 @@ func (n *Node) Receive(from string, data []byte) {
 	}
 	// Read into the pool's slice, used again for every envelope: a new
 	// one per envelope was a fifth of a simulator's allocations.
-	updates, err := decodeEnvelopeInto(n.spares.read[:0], data, n.vc.table.origin)
+	// The origins are read with their slot table slots, each origin's
+	// member slot found from its table slot, without a second lookup by
+	// name.
+	origins := &n.spares.origins
+	origins.table, origins.slots = n.vc.table, origins.slots[:0]
+	updates, err := decodeEnvelopeInto(n.spares.read[:0], data, origins.origin)
 	if err != nil {
 		n.receive(from, data) // counts the bad envelope
 		return
@@ -456,20 +461,21 @@ func (n *Node) Receive(from string, data []byte) {
 	n.spares.read = updates
 	defer clear(updates) // nothing of the envelope stays reachable from the pool
 	// An update the core applies is one it did not hold before and holds
-	// after. Each origin's member slot is looked up once per update.
-	n.spares.fresh, n.spares.slots = n.spares.fresh[:0], n.spares.slots[:0]
+	// after.
+	n.spares.fresh = n.spares.fresh[:0]
+	slots := origins.slots
 	for i, u := range updates {
-		q := n.memberSlot(u.Origin)
-		n.spares.slots = append(n.spares.slots, q)
+		q := n.memberSlotAt(slots[i])
+		slots[i] = q
 		if !n.vc.hasAt(q, u.Clock) {
 			n.spares.fresh = append(n.spares.fresh, i)
 		}
 	}
-	n.warm(n.spares.slots)
-	n.receiveUpdates(from, updates, n.spares.slots)
+	n.warm(slots)
+	n.receiveUpdates(from, updates, slots)
 	ownApplied := false
 	for k, i := range n.spares.fresh {
-		u, q := updates[i], n.spares.slots[i]
+		u, q := updates[i], slots[i]
 		if !n.vc.hasAt(q, u.Clock) {
 			continue
 		}

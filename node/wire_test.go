@@ -184,7 +184,8 @@ func TestEncodeEnvelopesWithinLimit(t *testing.T) {
 
 // Decoded with a slot table's origin, an envelope gives the same updates,
 // and the origin of a member the table holds is the table's own string,
-// not a copy; an origin it does not hold is read as it is.
+// not a copy, with its slot; an origin it does not hold is read as it is,
+// with none.
 func TestDecodeEnvelopeTakesOriginsFromTheTable(t *testing.T) {
 	updates := []Update{
 		{Origin: "a/1", Clock: 3, Frame: []byte{1, 2}},
@@ -193,8 +194,10 @@ func TestDecodeEnvelopeTakesOriginsFromTheTable(t *testing.T) {
 	}
 	data := EncodeEnvelope(updates)
 	table := NewSlotTable(1)
-	held := table.names[table.intern(strings.Clone("a/1"))]
-	got, err := decodeEnvelopeInto(nil, data, table.origin)
+	slot := table.intern(strings.Clone("a/1"))
+	held := table.names[slot]
+	origins := originReader{table: table}
+	got, err := decodeEnvelopeInto(nil, data, origins.origin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +212,9 @@ func TestDecodeEnvelopeTakesOriginsFromTheTable(t *testing.T) {
 		if unsafe.StringData(got[i].Origin) != unsafe.StringData(held) {
 			t.Errorf("update %d's origin is a copy, not the table's string", i)
 		}
+	}
+	if want := []int{slot, -1, slot}; !slices.Equal(origins.slots, want) {
+		t.Errorf("origins read with slots %v, want %v", origins.slots, want)
 	}
 	if _, ok := table.slots["stranger/7"]; ok {
 		t.Error("decoding gave a slot to an origin")
