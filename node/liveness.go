@@ -28,11 +28,11 @@ import (
 //     as it sees a member down (so a member cut off hears it the moment the
 //     link heals).
 //   - A member is heard only through what the core accepts of it: a valid
-//     announcement, or one of its own updates applied; relayed, such an
-//     update keeps a live member live but brings no suspected one back
-//     (see heardUpdate). Updates it relays, sync requests, duplicates and
-//     refusals are no evidence (a superseded incarnation's peer still
-//     sends them). A live member silent for the suspicion timeout is
+//     announcement other than a leave notice, or one of its own updates
+//     applied; relayed, such an update keeps a live member live but brings
+//     no suspected one back (see heardUpdate). Updates it relays, sync
+//     requests, duplicates and refusals are no evidence (a superseded
+//     incarnation's peer still sends them). A live member silent for the suspicion timeout is
 //     suspected (Suspect: the gate no longer waits for it, it keeps its
 //     share of the step, see scale.go); suspected and silent for the death
 //     timeout, it is declared dead (DeclareDead). The suspicion timeout is
@@ -679,10 +679,14 @@ func (n *Node) receiveAnnouncement(from string, data []byte) {
 	// Only what the protocol accepts is a sign of life: a member's peer
 	// that sends nothing but refused messages (an old incarnation's
 	// hellos, say) must not keep a newer incarnation that never speaks
-	// from being declared dead.
+	// from being declared dead. Nor is a leave notice, resent until it is
+	// acknowledged: a member that cannot get the leaver's last updates (the
+	// leaver no longer keeps them) holds its acknowledgement back, and the
+	// copies would keep the leaver live, and waited for, as long as it
+	// resends (TestLeaverWhoseLastUpdatesAreGoneIsDeclaredDead).
 	if reason := n.step(a); reason != "" {
 		n.reject(reason)
-	} else if n.isMember(from) {
+	} else if a.Kind != KindLeave && n.isMember(from) {
 		n.heard(from)
 	}
 	n.rebuildIfChanged()

@@ -530,6 +530,45 @@ func TestLeaveAcknowledgedOnceTheLeaversLastUpdatesAreHeld(t *testing.T) {
 	}
 }
 
+// A leaver resends its notice until each member acknowledges it, and a
+// member that cannot get the leaver's last updates holds its
+// acknowledgement back: the copies are no sign of life, so that member
+// still suspects the leaver and declares it dead once silent otherwise,
+// and stops waiting for it, though the leaver resends for all that time.
+func TestLeaverWhoseLastUpdatesAreGoneIsDeclaredDead(t *testing.T) {
+	ids := []string{"a/1", "b/1"}
+	n := newPnet(t, ids, 1000)
+	for range 2 {
+		n.round()
+	}
+	a, b := n.nodes["a/1"], n.nodes["b/1"]
+	n.drop = func(from, to string, data []byte) bool {
+		return from == "b/1" && to == "a/1" && !IsAnnouncement(data)
+	}
+	b.Tick()
+	if err := b.Train(); err != nil {
+		t.Fatal(err)
+	}
+	b.StartLeave()
+	n.flush()
+	if !a.Leaving("b/1") {
+		t.Fatal("a does not wait for b's last update")
+	}
+	limit := int(a.deadAfter()) + 10
+	for i := 0; a.Leaving("b/1"); i++ {
+		if i == limit {
+			t.Fatalf("a still waits for b after %d ticks of b's resent notices", limit)
+		}
+		n.round()
+	}
+	if b.LeaveAcknowledged() {
+		t.Error("a acknowledged a leave whose last update it lacks")
+	}
+	if a.live.up("b/1") || a.Suspected("b/1") {
+		t.Error("b is still waited for")
+	}
+}
+
 // A member whose leave notice arrives before its last updates is waited
 // for; if they never come, it is declared dead after the suspicion
 // timeout, like a member that vanished, and the wait ends.
