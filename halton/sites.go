@@ -48,9 +48,10 @@ import (
 //
 // Labels come from measured round-trip times (SiteLabel): a member's site
 // is itself and every member nearer than the first clear gap in its sorted
-// round-trip times, and its label is the least id of that set. Members of a
-// site with clear latency clusters all see the same set and pick the same
-// label without talking to each other.
+// round-trip times, and its label is the least id of that set (none when
+// the set holds every member it measured: one site). Members of a site
+// with clear latency clusters all see the same set and pick the same label
+// without talking to each other.
 
 const siteDomain = "sketchmesh/halton/sites/v1\x00"
 
@@ -70,9 +71,12 @@ const (
 // SiteLabel returns the label of self's site given self's measured
 // round-trip times to other members (unmeasured members are absent): the
 // least id among self and the members nearer than the first clear gap (see
-// SiteGapRatio). A member that sees no clear gap counts everyone it
-// measured as its site; one whose nearest member is already past a gap is
-// a site of its own.
+// SiteGapRatio); one whose nearest member is already past a gap is a site
+// of its own. A member that sees no clear gap sees one site, which the
+// overlay cannot use (one site builds the flat overlay, as a missing label
+// does), and gets no label: "". Announced, such a label cost a mesh on one
+// site a hello from every member to every other, P² deliveries, for
+// nothing.
 func SiteLabel(self string, rtt map[string]time.Duration) string {
 	type near struct {
 		id  string
@@ -88,11 +92,11 @@ func SiteLabel(self string, rtt map[string]time.Duration) string {
 	label, prev := self, time.Duration(0)
 	for _, n := range byRTT {
 		if n.rtt >= SiteGapRatio*prev && n.rtt-prev >= SiteGapMin {
-			break
+			return label
 		}
 		label, prev = min(label, n.id), n.rtt
 	}
-	return label
+	return ""
 }
 
 // SiteOverlay is the site-aware overlay of a membership (see BuildSites).

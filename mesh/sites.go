@@ -17,8 +17,8 @@ import (
 // its hellos then announce (node.Node.SetSite). Every member builds the
 // overlay over the labels the members announced (Daemon.overlay): the same
 // labels give the same overlay everywhere, and while a member has announced
-// none (it has not measured yet, or runs with sites off), everyone builds
-// the flat one.
+// none (it has not measured yet, runs with sites off, or sees one site),
+// everyone builds the flat one.
 
 // siteProbeWorkers bounds one node's probes in flight.
 const siteProbeWorkers = 8

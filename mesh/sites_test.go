@@ -2,17 +2,17 @@ package mesh
 
 import (
 	"context"
-	"maps"
 	"testing"
 	"time"
 
 	"github.com/sketchmesh/sketchmesh/dataset"
 )
 
-// Two daemons on one host's loopback probe each other, find themselves one
-// site and announce the same label, the lesser member id: each ends up
-// knowing both labels, as every member must to build the same overlay.
-func TestDaemonsMeasureAndAnnounceTheirSite(t *testing.T) {
+// Two daemons on one host's loopback probe each other and find themselves
+// one site, which the overlay cannot use: they announce no label, and
+// neither knows one (a mesh on one site says no hellos for its labels; the
+// labels of several sites are announced in TestTestnetFindsSitesByRoundTrip).
+func TestDaemonsOnOneSiteMeasureAndAnnounceNoLabel(t *testing.T) {
 	train, _, err := dataset.Builtin("rcv1")
 	if err != nil {
 		t.Fatal(err)
@@ -39,11 +39,13 @@ func TestDaemonsMeasureAndAnnounceTheirSite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	label := min(founder.self, joiner.self)
-	want := map[string]string{founder.self: label, joiner.self: label}
-	for _, a := range []*Daemon{founder, joiner} {
-		if got := a.n.Sites(); !maps.Equal(got, want) {
-			t.Errorf("%s knows sites %v, want %v", a.self, got, want)
+	for _, pair := range [][2]*Daemon{{founder, joiner}, {joiner, founder}} {
+		a, other := pair[0], pair[1]
+		if rtt, ok := a.sites.rtt[other.self]; !ok || rtt <= 0 {
+			t.Errorf("%s measured %v to %s (%v), want a round trip", a.self, rtt, other.self, ok)
+		}
+		if got := a.n.Sites(); len(got) != 0 {
+			t.Errorf("%s knows sites %v, want none", a.self, got)
 		}
 	}
 }

@@ -16,11 +16,16 @@ import (
 // the simulator runs exactly the protocol a real mesh runs.
 //
 //   - Every HeartbeatTicks a node broadcasts a signed hello (Ready.Broadcast),
-//     unless it sent an update of its own lately (within a quarter of
+//     unless it sent an update of its own lately (within half of
 //     SuspectTicks, at least HeartbeatTicks) and sees every member live:
 //     that update, relayed to every member, is its sign of life, and a mesh
-//     that trains says no hellos, which cost P² deliveries a heartbeat; the
-//     other three quarters of the suspicion timeout cover the relays' delay.
+//     that trains says no hellos, which cost P² deliveries a heartbeat. A
+//     member's suspicion timeout runs from when that update reached it, so
+//     the other half leaves the hellos that follow (one a heartbeat, two at
+//     least while SuspectTicks is four heartbeats or more) time to arrive;
+//     a quarter had a mesh whose members waited at their gates for a little
+//     longer (the first updates crossing 10,000 members) say a round of
+//     hellos for nothing.
 //     It still says one every RefreshTicks (its round, addresses and
 //     admission reach every member, and a member that suspected it wrongly
 //     hears it again before it would declare it dead), when its site or
@@ -614,7 +619,7 @@ func (n *Node) verifyAnn(a Announcement) bool {
 func (n *Node) helloDue() bool {
 	p := &n.proto
 	switch {
-	case !p.spoken || p.tick-p.lastSpoke >= uint64(max(n.sc.HeartbeatTicks, n.sc.SuspectTicks/4)):
+	case !p.spoken || p.tick-p.lastSpoke >= uint64(max(n.sc.HeartbeatTicks, n.sc.SuspectTicks/2)):
 		return true // nothing of its own on the way
 	case p.announce || len(p.admits) > 0 || p.tick-p.lastHello >= uint64(n.sc.RefreshTicks):
 		return true

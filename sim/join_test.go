@@ -272,7 +272,10 @@ func TestSimPartitionKeepsTheStep(t *testing.T) {
 		if !split.Invariants.OK || split.Dropped["partition"] == 0 {
 			t.Fatalf("seed %d: invariants %+v, %d messages cut", seed, split.Invariants, split.Dropped["partition"])
 		}
-		if ratio := split.FinalTestLoss / clean.FinalTestLoss; math.Abs(ratio-1) > 0.001 {
+		// Within two tenths of a percent, five times closer than the
+		// extra steps would leave it: how soon each side suspects the
+		// other, which the timing of hellos moves, shifts a few updates.
+		if ratio := split.FinalTestLoss / clean.FinalTestLoss; math.Abs(ratio-1) > 0.002 {
 			t.Errorf("seed %d: loss %.5f after the partition, %.5f without: ratio %.4f", seed, split.FinalTestLoss, clean.FinalTestLoss, ratio)
 		}
 	}
@@ -463,7 +466,10 @@ func TestSimSplitLongerThanHistory(t *testing.T) {
 // the origin dropped the updates too (TestBehindOnlyWhenTheOriginDroppedItToo).
 // (With the stall requests' timers in the drivers, n2 had decided in that
 // run to rejoin through n7, which rejoined itself, and waited for a donor
-// for good: TestRejoinIsReviewedWhenTheLackerRejoinsItself.)
+// for good: TestRejoinIsReviewedWhenTheLackerRejoinsItself.) Since
+// members on one site announce no site label, this run takes another
+// course: n7 is the side that lacks the other's gone updates, and it alone
+// rejoins.
 func TestSimSplitAboutTheHistory(t *testing.T) {
 	for _, tc := range []struct {
 		script, topology string
@@ -473,7 +479,7 @@ func TestSimSplitAboutTheHistory(t *testing.T) {
 		rejoined         int
 	}{
 		{"at 3: partition 0-3 | 4-7\nat 8: heal", "halton", 1, 2, 1, 4},
-		{"at 0: loss 0.02\nat 3: partition 0-6 | 7\nat 8: heal", "halton", 1, 0, 1, 7},
+		{"at 0: loss 0.02\nat 3: partition 0-6 | 7\nat 8: heal", "halton", 1, 0, 1, 1},
 		// n1 told n4 its own update of the split's clock was gone; n4
 		// then took it from n1's side, within the history by n4's rows,
 		// which trailed n1's clock. Counted behind for good, n4 made n1

@@ -549,12 +549,18 @@ func TestSimProgress(t *testing.T) {
 // between windows reports without test metrics whose clocks never go
 // back, and the run is the same as without.
 func TestSimHeartbeatChangesNothing(t *testing.T) {
+	// On three sites, whose labels the members announce: both protocols
+	// send.
+	wan, err := netmodel.ParseLinkProfile("geo3")
+	if err != nil {
+		t.Fatal(err)
+	}
 	base := simConfig(t, 130, 12, 3)
-	base.Workers = 2
+	base.Workers, base.WAN = 2, wan
 	plain := simulate(t, base)
 
 	cfg := simConfig(t, 130, 12, 3)
-	cfg.Workers = 2
+	cfg.Workers, cfg.WAN = 2, wan
 	var built []int
 	var beats []Progress
 	evaluated := 0
