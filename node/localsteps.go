@@ -291,7 +291,7 @@ func (n *Node) exchange(view []float64, batch []dataset.Row, intended codec.Spar
 	if err != nil {
 		return fmt.Errorf("node %s: cut update %d to the budget: %w", n.cfg.ID, t, err)
 	}
-	decoded, reason := n.decode(frame)
+	decoded, reason := n.decode(frame, -1, t)
 	if reason != "" {
 		return fmt.Errorf("node %s: own update %d does not decode (%s)", n.cfg.ID, t, reason)
 	}

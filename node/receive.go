@@ -79,7 +79,7 @@ func (n *Node) accept(u Update, q int) RejectReason {
 		n.skip(u)
 		return RejectMarkedRefused
 	}
-	decoded, reason := n.decode(u.Frame)
+	decoded, reason := n.decode(u.Frame, q, u.Clock)
 	screen := n.screen()
 	if reason == "" {
 		reason = screen.admitNorm(n.decodedNorm(u.Frame, decoded), n.cfg.Auth != nil)
@@ -104,15 +104,17 @@ func (n *Node) accept(u Update, q int) RejectReason {
 // decode turns a frame into the update it stands for, or names why it is
 // refused: a codec frame is decoded as is, a factor frame is checked against
 // the model's shape and the norm bound and then rebuilt into the delta. With
-// a decode cache, the entry is left in n.decoded for keepDecoded.
-func (n *Node) decode(frame []byte) (*codec.Sparse, RejectReason) {
+// a decode cache, the entry is left in n.decoded for keepDecoded; the frame
+// of the update of clock from the member of slot q (-1 for none) is looked
+// for among its origin's recent ones first (DecodeCache.lookupAt).
+func (n *Node) decode(frame []byte, q int, clock uint64) (*codec.Sparse, RejectReason) {
 	n.decoded, n.decodedFrame = nil, nil
 	c := n.cfg.DecodeCache
 	if c == nil {
 		u, reason := n.decodeFrame(frame)
 		return &u, reason
 	}
-	d, key := c.lookup(frame)
+	d, key := c.lookupAt(frame, q, clock)
 	if d == nil {
 		u, reason := n.decodeFrame(frame)
 		norm := 0.0
@@ -120,6 +122,7 @@ func (n *Node) decode(frame []byte) (*codec.Sparse, RejectReason) {
 			norm = l2(u)
 		}
 		d = c.put(key, frame, decoded{u: &u, reason: reason, norm: norm})
+		c.remember(q, clock, key, d)
 	}
 	n.decoded, n.decodedFrame = d, frame
 	return d.u, d.reason
