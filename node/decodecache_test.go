@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -68,5 +69,39 @@ func TestDecodeCacheFrames(t *testing.T) {
 	}
 	if c.get(frame) != nil || len(c.entries) != 3 || len(c.fifo) != 3 {
 		t.Fatalf("after three more frames: the first found %v, %d entries, %d in order; want it gone and 3", c.get(frame) != nil, len(c.entries), len(c.fifo))
+	}
+}
+
+// A frame is found among its origin's recent frames by slot and clock, and
+// only when its bytes are the ones remembered there: another frame at the
+// same slot and clock, as a member that sends different updates for one
+// clock makes, is looked for in the map and decoded on its own.
+func TestDecodeCacheFindsRecentFramesBySlotAndClock(t *testing.T) {
+	c := NewDecodeCache(8)
+	a, b := []byte("frame a"), []byte("frame b")
+	if d, _ := c.lookupAt(a, 3, 7); d != nil {
+		t.Fatal("an empty cache found a frame")
+	}
+	key := c.key(a)
+	da := c.put(key, a, decoded{reason: "a"})
+	c.remember(3, 7, key, da)
+	for _, q := range []struct {
+		frame []byte
+		slot  int
+		clock uint64
+		want  *decoded
+	}{
+		{slices.Clone(a), 3, 7, da},
+		{b, 3, 7, nil},
+		{a, 3, 11, da}, // the same way of slot 3, another clock: the map
+		{a, -1, 7, da},
+		{a, 40, 7, da},
+	} {
+		if d, k := c.lookupAt(q.frame, q.slot, q.clock); d != q.want || k != c.key(q.frame) {
+			t.Errorf("lookupAt(%q, %d, %d) = %p, want %p", q.frame, q.slot, q.clock, d, q.want)
+		}
+	}
+	if r := c.recent[3][7%recentWays]; r.d != da || r.clock != 11 {
+		t.Errorf("slot 3 remembers clock %d (%p), want the last found, clock 11", r.clock, r.d)
 	}
 }
