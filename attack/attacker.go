@@ -79,7 +79,7 @@ type Report struct {
 	BaselinePeakHeapBytes uint64 `json:"baseline_peak_heap_bytes,omitempty"`
 	MemoryBoundBytes      uint64 `json:"memory_bound_bytes,omitempty"`
 	WithinMemoryBound     bool   `json:"within_memory_bound"`
-	// Stalled is true when some honest node did not reach its last clock
+	// Stalled is true when some honest node did not run all its iterations
 	// (no node's clock moved for the testnet's stall timeout).
 	Stalled bool `json:"stalled"`
 	// ForgedMembers counts, over the honest nodes, members no rule lets
@@ -403,6 +403,18 @@ func (a *Attacker) attackClock(ctx context.Context, to string, clock uint64) {
 			a.sendValid(to, clock, rawFrame(scaled))
 		}
 		return
+	case "leave-linger":
+		// Its updates up to the notice's clock are valid; the notice
+		// follows them on the same stream, and those after are refused.
+		if clock <= leaveLingerClock {
+			a.sendValid(to, clock, nil)
+		} else {
+			a.sendHostile(to, clock, rawFrame(codec.Sparse{Keys: []uint64{}, Values: []float32{}}))
+		}
+		if clock >= leaveLingerClock {
+			a.announce(to, node.Announcement{Kind: node.KindLeave, Member: a.id, Clock: leaveLingerClock}, a.id, a.auth)
+		}
+		return
 	case "oversized":
 		// Its own update: a frame cut in half.
 		f := rawFrame(codec.Sparse{Keys: []uint64{1, 2, 3}, Values: []float32{1, 2, 3}})
@@ -718,7 +730,9 @@ func (a *Attacker) Report(members []Victim, rejected map[node.RejectReason]uint6
 		if rb := m.Core.Config().Robust; rb != nil {
 			r.Clipped += rb.Clipped()
 		}
-		if m.Core.Clock() < uint64(iterations) {
+		// Iterations are optimizer steps: with local steps, an exchange
+		// (a clock) holds several.
+		if m.Core.Steps() < uint64(iterations) {
 			r.Stalled = true
 		}
 		extra := st.UpdatesApplied - min(st.UpdatesApplied, honest)

@@ -30,13 +30,22 @@ import (
 //	stale-incarnation  after admitting a new incarnation of itself, hellos
 //	                   of its old one; and the victims' own hellos replayed
 //	leave-forge        leave notices in other members' names
+//	leave-linger       its own leave notice after clock leaveLingerClock,
+//	                   sent again with every clock after, while it stays
+//	                   and goes on saying hellos and sending updates: the
+//	                   members acknowledge, stop waiting for it and refuse
+//	                   its updates past the notice (after_leave)
 //	sync-amplify       sync requests for every origin's updates from clock
 //	                   0 up to the largest clock, eight per clock
 //	donor-lie          a joiner's snapshot with rows that are not the
 //	                   mesh's and altered pending frames (donor.go)
 
 // MembershipKinds lists the kinds above.
-var MembershipKinds = []string{"admit-forge", "hello-forge", "stale-incarnation", "leave-forge", "sync-amplify", DonorLie}
+var MembershipKinds = []string{"admit-forge", "hello-forge", "stale-incarnation", "leave-forge", "leave-linger", "sync-amplify", DonorLie}
+
+// leaveLingerClock is the last clock a leave-linger attacker's notice
+// claims.
+const leaveLingerClock = 3
 
 // announce signs a as signer (with auth) and sends it to victim.
 func (a *Attacker) announce(to string, an node.Announcement, signer string, auth *mesh.KeyAuthenticator) {

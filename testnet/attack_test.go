@@ -75,7 +75,10 @@ func TestHostilePeers(t *testing.T) {
 		"hello-forge":       {[]node.RejectReason{node.RejectNotAdmitted, node.RejectForgedAnnouncement}, true},
 		"stale-incarnation": {[]node.RejectReason{node.RejectStaleIncarnation}, false},
 		"leave-forge":       {[]node.RejectReason{node.RejectForgedAnnouncement}, true},
-		"sync-amplify":      {[]node.RejectReason{node.RejectSyncBudget}, false},
+		// Its copies of its own notice are accepted (each is
+		// acknowledged), its updates past it refused.
+		"leave-linger": {[]node.RejectReason{node.RejectAfterLeave}, false},
+		"sync-amplify": {[]node.RejectReason{node.RejectSyncBudget}, false},
 		// The joiner refuses the liar's snapshot, pending frames and
 		// all; the members may refuse copies of the joiner's leave
 		// notice for the incarnation the liar admitted.
