@@ -113,9 +113,12 @@ type Attacker struct {
 	seen      map[string]map[uint64]node.Update
 	keepalive map[string]node.Update // per victim: its last valid update
 	// Membership kinds: the made-up identities, the victims' hellos.
-	meshName     string
-	made         map[int]madeUp
-	hellos       map[string][][]byte
+	meshName string
+	made     map[int]madeUp
+	hellos   map[string][][]byte
+	// lingering[to] is the clock of the leave-linger attacker's last
+	// update to victim to, once its notice went there.
+	lingering    map[string]uint64
 	reincarnated atomic.Bool
 	// donor-lie: the model's size and the mesh's settings; the joiner's
 	// peer id, when the run has one.
@@ -185,7 +188,7 @@ func New(ctx context.Context, cfg Config, victims []Victim) (*Attacker, error) {
 		kind: cfg.Kind, member: IsMember(cfg.Kind), staleness: cfg.Staleness, id: h.ID(), host: h, victims: victims,
 		log: logger.With("attacker", cfg.Kind), rng: rand.New(rand.NewPCG(cfg.Seed, 0xa77ac)), joinTimeout: cfg.JoinTimeout,
 		local: map[string]uint64{}, validSent: map[string]uint64{}, sentClock: map[string]uint64{},
-		seen: map[string]map[uint64]node.Update{}, keepalive: map[string]node.Update{},
+		seen: map[string]map[uint64]node.Update{}, keepalive: map[string]node.Update{}, lingering: map[string]uint64{},
 		meshName: cfg.MeshName, made: map[int]madeUp{}, hellos: map[string][][]byte{},
 		joiner: cfg.Joiner, params: cfg.Params, settings: cfg.Settings,
 		stopped: make(chan struct{}),
@@ -413,6 +416,9 @@ func (a *Attacker) attackClock(ctx context.Context, to string, clock uint64) {
 		}
 		if clock >= leaveLingerClock {
 			a.announce(to, node.Announcement{Kind: node.KindLeave, Member: a.id, Clock: leaveLingerClock}, a.id, a.auth)
+			a.mu.Lock()
+			a.lingering[to] = max(a.lingering[to], clock)
+			a.mu.Unlock()
 		}
 		return
 	case "oversized":

@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/sketchmesh/sketchmesh/codec"
 	"github.com/sketchmesh/sketchmesh/mesh"
 	"github.com/sketchmesh/sketchmesh/node"
 )
@@ -31,8 +32,9 @@ import (
 //	                   of its old one; and the victims' own hellos replayed
 //	leave-forge        leave notices in other members' names
 //	leave-linger       its own leave notice after clock leaveLingerClock,
-//	                   sent again with every clock after, while it stays
-//	                   and goes on saying hellos and sending updates: the
+//	                   sent again with every clock after and every
+//	                   heartbeat, while it stays and goes on saying hellos
+//	                   and sending updates (see linger): the
 //	                   members acknowledge, stop waiting for it and refuse
 //	                   its updates past the notice (after_leave)
 //	sync-amplify       sync requests for every origin's updates from clock
@@ -150,6 +152,24 @@ func (a *Attacker) membershipAttack(to string, clock uint64) {
 	}
 }
 
+// linger sends victim to, once the leave-linger attacker's notice went
+// there, its next update past the notice and the notice again: a member
+// that left is routed no updates, which drive the other kinds' clocks.
+func (a *Attacker) linger(to string) {
+	a.mu.Lock()
+	clock, left := a.lingering[to]
+	if left {
+		clock++
+		a.lingering[to] = clock
+	}
+	a.mu.Unlock()
+	if !left {
+		return
+	}
+	a.sendHostile(to, clock, rawFrame(codec.Sparse{Keys: []uint64{}, Values: []float32{}}))
+	a.announce(to, node.Announcement{Kind: node.KindLeave, Member: a.id, Clock: leaveLingerClock}, a.id, a.auth)
+}
+
 // heartbeat says hello to every victim every 500 ms, as a member does, so
 // the honest nodes' failure detectors keep the attacker live (and keep
 // routing it their updates, to which it answers with its attack).
@@ -192,6 +212,9 @@ func (a *Attacker) heartbeat(ctx context.Context) {
 				}
 			}
 			a.host.Send(to, node.EncodeAnnouncement(hello))
+			if a.kind == "leave-linger" {
+				a.linger(to)
+			}
 		}
 	}
 }
